@@ -1,0 +1,134 @@
+//! Builds the process's clients once (cold start) from a validated [`Config`] and wires them
+//! into the pipeline and the router. Nothing here is built per invocation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::claim::memory::MemoryClaims;
+use crate::claim::redis::RedisClaims;
+use crate::claim::ClaimStore;
+use crate::config::Config;
+use crate::image::ImageFetcher;
+use crate::notify::log::LogNotifier;
+use crate::notify::telegram::{TelegramClient, TelegramNotifier};
+use crate::notify::Notifier;
+use crate::pipeline::{Pipeline, Settings};
+use crate::publish::dry_run::DryRun;
+use crate::publish::linkedin::LinkedIn;
+use crate::publish::Publisher;
+use crate::record::dynamodb::DynamoStore;
+use crate::record::local::LocalStore;
+use crate::record::RecordStore;
+
+/// Everything a process needs, built once.
+pub struct App {
+    pub config: Config,
+    pub pipeline: Arc<Pipeline>,
+    /// Present when `TELEGRAM_BOT_TOKEN` is set: for callbacks, set-webhook and doctor.
+    pub telegram: Option<Arc<TelegramClient>>,
+    /// Present when `POSTONCE_TABLE` is set: for `table create` and doctor.
+    pub dynamo: Option<Arc<DynamoStore>>,
+    /// The shared HTTP client (LinkedIn, Telegram).
+    pub http: reqwest::Client,
+}
+
+/// The client used for LinkedIn and Telegram: rustls, no redirects (a redirect would carry the
+/// token elsewhere), bounded connect and total time under the per-call budgets.
+///
+/// # Errors
+/// When the TLS backend cannot be initialised.
+pub fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .pool_idle_timeout(Duration::from_secs(50))
+        .user_agent(concat!("postonce/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+impl App {
+    /// Builds clients and stores from `config`.
+    ///
+    /// # Errors
+    /// A message naming what could not be set up and how to fix it.
+    pub async fn build(config: Config) -> Result<Self, String> {
+        let http = http_client()?;
+
+        let claims: Arc<dyn ClaimStore> = match &config.redis_url {
+            Some(url) => {
+                Arc::new(RedisClaims::new(url, config.timeouts.redis).map_err(|e| e.to_string())?)
+            }
+            None => {
+                if config.linkedin.is_some() {
+                    tracing::warn!(
+                        "REDIS_URL is not set: claims are in-process only, so two postonce processes could post the same draft; set REDIS_URL before posting from more than one place"
+                    );
+                }
+                Arc::new(MemoryClaims::new())
+            }
+        };
+
+        let mut dynamo = None;
+        let records: Arc<dyn RecordStore> = match &config.table {
+            Some(table) => {
+                let store = Arc::new(DynamoStore::connect(&config, table).await);
+                dynamo = Some(store.clone());
+                store
+            }
+            None => Arc::new(
+                LocalStore::open(&config.data_dir)
+                    .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
+            ),
+        };
+
+        let publisher: Arc<dyn Publisher> = match &config.linkedin {
+            Some(li) => Arc::new(LinkedIn::new(
+                http.clone(),
+                &config.linkedin_api_url,
+                li.token.clone(),
+                &li.author,
+                &config.linkedin_version,
+            )),
+            None => Arc::new(DryRun::new(
+                &config.linkedin_api_url,
+                None,
+                &config.linkedin_version,
+            )),
+        };
+
+        let telegram = config.telegram.as_ref().map(|tg| {
+            Arc::new(TelegramClient::new(
+                http.clone(),
+                &config.telegram_api_url,
+                tg.bot_token.clone(),
+            ))
+        });
+        let notifier: Arc<dyn Notifier> = match (&config.telegram, &telegram) {
+            (Some(tg), Some(_)) => Arc::new(TelegramNotifier::new(
+                TelegramClient::new(http.clone(), &config.telegram_api_url, tg.bot_token.clone()),
+                tg.chat_id,
+                config.timeouts.telegram,
+            )),
+            _ => Arc::new(LogNotifier),
+        };
+
+        let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
+        let pipeline = Arc::new(Pipeline {
+            claims,
+            records,
+            publisher,
+            images,
+            notifier,
+            settings: Settings::from_config(&config),
+        });
+        Ok(Self {
+            config,
+            pipeline,
+            telegram,
+            dynamo,
+            http,
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! Claims: the short lock that says "this run is posting `<key>`" (DESIGN.md rules 1, 5, 6).
+//!
+//! A claim is `claim:<key>` holding the run's token, set only if absent, with a TTL longer than
+//! any run. After posted-but-not-recorded it holds `posted:<urn>` with a long TTL instead. The
+//! store only carries out these operations; when to take, keep or release a claim is decided by
+//! the pipeline.
+
+pub mod memory;
+pub mod redis;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::key::PostKey;
+
+/// The Redis name of a key's claim.
+pub fn claim_name(key: &PostKey) -> String {
+    format!("claim:{key}")
+}
+
+/// Prefix of a claim value that holds a post URN (posted but not recorded).
+pub const POSTED_PREFIX: &str = "posted:";
+
+/// What a claim holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimValue {
+    /// A run's token: that run is posting now.
+    Run(String),
+    /// A post that LinkedIn accepted but that was not recorded: its URN.
+    Posted(String),
+}
+
+impl ClaimValue {
+    pub fn parse(raw: &str) -> Self {
+        match raw.strip_prefix(POSTED_PREFIX) {
+            Some(urn) => Self::Posted(urn.to_owned()),
+            None => Self::Run(raw.to_owned()),
+        }
+    }
+
+    /// The stored form.
+    pub fn raw(&self) -> String {
+        match self {
+            Self::Run(token) => token.clone(),
+            Self::Posted(urn) => format!("{POSTED_PREFIX}{urn}"),
+        }
+    }
+}
+
+/// The result of trying to take a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    /// This run holds the claim now.
+    Acquired,
+    /// Someone else holds it (`None`: it vanished between the attempt and the look).
+    Held(Option<ClaimValue>),
+}
+
+/// The claim store could not be used. Always retryable; never means "claimed".
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("claim store unavailable: {0}")]
+pub struct ClaimError(pub String);
+
+/// The claim operations the pipeline needs. Implementations: Redis, and in-process for local mode.
+#[async_trait]
+pub trait ClaimStore: Send + Sync {
+    /// `SET claim:<key> <token> NX EX <ttl>`; on failure, reads who holds it.
+    async fn acquire(
+        &self,
+        key: &PostKey,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Acquire, ClaimError>;
+
+    /// Deletes the claim only if it still holds `value` (compare-and-delete). `Ok(false)` when
+    /// it held something else or nothing.
+    async fn release(&self, key: &PostKey, value: &str) -> Result<bool, ClaimError>;
+
+    /// Rewrites the claim from `token` to `posted:<urn>` with `ttl`, only if it still holds
+    /// `token`; if it expired meanwhile, sets it only if absent. `Ok(false)` when another run
+    /// holds it.
+    async fn keep_posted(
+        &self,
+        key: &PostKey,
+        token: &str,
+        urn: &str,
+        ttl: Duration,
+    ) -> Result<bool, ClaimError>;
+
+    /// The claim as stored now, with its remaining TTL (for `status`).
+    async fn inspect(
+        &self,
+        key: &PostKey,
+    ) -> Result<Option<(ClaimValue, Option<Duration>)>, ClaimError>;
+
+    /// `SET <name> 1 NX EX <ttl>`: `true` the first time a name is seen (Telegram update ids).
+    async fn first_sighting(&self, name: &str, ttl: Duration) -> Result<bool, ClaimError>;
+
+    /// A round trip to the store (doctor).
+    async fn ping(&self) -> Result<(), ClaimError>;
+}

@@ -1,0 +1,547 @@
+//! Configuration, read once from the environment and validated before anything runs.
+//!
+//! The names are a public interface (DESIGN.md "Interfaces"): scripts and templates depend on
+//! them. Every error names the variable and says what is wrong. Secrets are wrapped in
+//! [`Secret`], whose `Debug` never shows the value.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::image::OriginPolicy;
+
+/// A secret value (token, webhook secret, a URL with a password). `Debug` and `Display` print
+/// `***`; the value is only reachable through [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(Arc::from(value.into()))
+    }
+
+    /// The raw value, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A configuration value that is missing or malformed. The message starts with the variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}: {problem}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub problem: String,
+}
+
+fn bad(var: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        problem: problem.into(),
+    }
+}
+
+/// LinkedIn credentials; present only when `LINKEDIN_ACCESS_TOKEN` is set.
+#[derive(Clone, Debug)]
+pub struct LinkedInConfig {
+    pub token: Secret,
+    /// `urn:li:person:…` or `urn:li:organization:…`.
+    pub author: String,
+}
+
+/// Where reports go; present only when both Telegram variables are set.
+#[derive(Clone, Debug)]
+pub struct TelegramConfig {
+    pub bot_token: Secret,
+    pub chat_id: i64,
+}
+
+/// Per-call budgets (DESIGN.md rule 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    pub linkedin: Duration,
+    pub image: Duration,
+    pub redis: Duration,
+    pub dynamodb: Duration,
+    pub telegram: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            linkedin: Duration::from_millis(10_000),
+            image: Duration::from_millis(10_000),
+            redis: Duration::from_millis(8_000),
+            dynamodb: Duration::from_millis(8_000),
+            telegram: Duration::from_millis(8_000),
+        }
+    }
+}
+
+/// Everything postonce reads from its environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// DynamoDB table; `None` means the local store under `data_dir`.
+    pub table: Option<String>,
+    pub data_dir: PathBuf,
+    /// Claim store; `None` means in-process claims (local mode only).
+    pub redis_url: Option<Secret>,
+    pub aws_region: Option<String>,
+    pub dynamodb_endpoint: Option<String>,
+    /// Static AWS credentials when both key variables are given (local servers, tests).
+    pub aws_credentials: Option<(String, Secret)>,
+    /// `None` means the dry-run publisher.
+    pub linkedin: Option<LinkedInConfig>,
+    pub linkedin_version: String,
+    pub linkedin_api_url: String,
+    pub telegram: Option<TelegramConfig>,
+    pub telegram_api_url: String,
+    pub telegram_webhook_secret: Option<Secret>,
+    pub telegram_allowed_users: Option<Vec<i64>>,
+    pub webhook_secret: Option<Secret>,
+    pub image_hosts: OriginPolicy,
+    pub claim_ttl: Duration,
+    pub function_timeout: Duration,
+    pub timeouts: Timeouts,
+    /// How long a posted-but-not-recorded claim is kept (holds the post URN).
+    pub posted_claim_ttl: Duration,
+    /// How long after an ambiguous create-post a later run may re-send it to let LinkedIn's
+    /// duplicate answer reveal whether it exists.
+    pub reconcile_window: Duration,
+    /// Sweeper: failed attempts before a draft is marked `needs_review`.
+    pub max_attempts: u32,
+}
+
+/// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
+pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// The first variable that is missing or malformed.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads configuration through `get` (the environment, or a map in tests).
+    ///
+    /// # Errors
+    /// The first variable that is missing or malformed, by name.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+
+        let table = get("POSTONCE_TABLE");
+        if let Some(t) = &table {
+            let ok = (3..=255).contains(&t.len())
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if !ok {
+                return Err(bad(
+                    "POSTONCE_TABLE",
+                    "a DynamoDB table name has 3-255 characters of a-z, A-Z, 0-9, _ - .",
+                ));
+            }
+        }
+        let data_dir =
+            PathBuf::from(get("POSTONCE_DATA_DIR").unwrap_or_else(|| ".postonce".into()));
+
+        let redis_url = get("REDIS_URL");
+        if let Some(url) = &redis_url {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
+            }
+        }
+
+        let linkedin_version =
+            get("LINKEDIN_VERSION").unwrap_or_else(|| DEFAULT_LINKEDIN_VERSION.into());
+        let version_ok = linkedin_version.len() == 6
+            && linkedin_version.chars().all(|c| c.is_ascii_digit())
+            && matches!(
+                &linkedin_version[4..],
+                "01" | "02" | "03" | "04" | "05" | "06" | "07" | "08" | "09" | "10" | "11" | "12"
+            );
+        if !version_ok {
+            return Err(bad(
+                "LINKEDIN_VERSION",
+                format!("{linkedin_version:?} is not a version: use YYYYMM, e.g. {DEFAULT_LINKEDIN_VERSION}"),
+            ));
+        }
+
+        let linkedin = match get("LINKEDIN_ACCESS_TOKEN") {
+            None => None,
+            Some(token) => {
+                let author = get("LINKEDIN_AUTHOR").ok_or_else(|| {
+                    bad(
+                        "LINKEDIN_AUTHOR",
+                        "required when LINKEDIN_ACCESS_TOKEN is set: urn:li:person:<id> or urn:li:organization:<id>",
+                    )
+                })?;
+                let id = author
+                    .strip_prefix("urn:li:person:")
+                    .or_else(|| author.strip_prefix("urn:li:organization:"));
+                if !id.is_some_and(|id| {
+                    !id.is_empty()
+                        && id
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                }) {
+                    return Err(bad(
+                        "LINKEDIN_AUTHOR",
+                        format!("{author:?} is not urn:li:person:<id> or urn:li:organization:<id>"),
+                    ));
+                }
+                Some(LinkedInConfig {
+                    token: Secret::new(token),
+                    author,
+                })
+            }
+        };
+        let linkedin_api_url = base_url(&get, "LINKEDIN_API_URL", "https://api.linkedin.com")?;
+
+        let telegram = match (get("TELEGRAM_BOT_TOKEN"), get("TELEGRAM_CHAT_ID")) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(bad(
+                    "TELEGRAM_CHAT_ID",
+                    "required when TELEGRAM_BOT_TOKEN is set",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "TELEGRAM_BOT_TOKEN",
+                    "required when TELEGRAM_CHAT_ID is set",
+                ))
+            }
+            (Some(token), Some(chat)) => {
+                let chat_id = chat.parse::<i64>().map_err(|_| {
+                    bad(
+                        "TELEGRAM_CHAT_ID",
+                        format!("{chat:?} is not a numeric chat id"),
+                    )
+                })?;
+                if token.contains('/') || token.contains(char::is_whitespace) {
+                    return Err(bad(
+                        "TELEGRAM_BOT_TOKEN",
+                        "is not a bot token (expected <id>:<secret>)",
+                    ));
+                }
+                Some(TelegramConfig {
+                    bot_token: Secret::new(token),
+                    chat_id,
+                })
+            }
+        };
+        let telegram_api_url = base_url(&get, "TELEGRAM_API_URL", "https://api.telegram.org")?;
+        let telegram_webhook_secret = match get("TELEGRAM_WEBHOOK_SECRET") {
+            None => None,
+            Some(s) => {
+                let ok = (1..=256).contains(&s.len())
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if !ok {
+                    return Err(bad(
+                        "TELEGRAM_WEBHOOK_SECRET",
+                        "Telegram allows 1-256 characters of A-Z, a-z, 0-9, _ and -",
+                    ));
+                }
+                Some(Secret::new(s))
+            }
+        };
+        let telegram_allowed_users = match get("TELEGRAM_ALLOWED_USERS") {
+            None => None,
+            Some(list) => {
+                let mut ids = Vec::new();
+                for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    ids.push(part.parse::<i64>().map_err(|_| {
+                        bad(
+                            "TELEGRAM_ALLOWED_USERS",
+                            format!("{part:?} is not a numeric user id"),
+                        )
+                    })?);
+                }
+                if ids.is_empty() {
+                    return Err(bad("TELEGRAM_ALLOWED_USERS", "lists no user id"));
+                }
+                Some(ids)
+            }
+        };
+        let webhook_secret = get("POSTONCE_WEBHOOK_SECRET").map(Secret::new);
+        if webhook_secret
+            .as_ref()
+            .is_some_and(|s| s.expose().len() < 16)
+        {
+            return Err(bad(
+                "POSTONCE_WEBHOOK_SECRET",
+                "too short: use at least 16 characters (e.g. openssl rand -hex 32)",
+            ));
+        }
+
+        let image_hosts = match get("POSTONCE_IMAGE_HOSTS") {
+            None => OriginPolicy::any_public_https(),
+            Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
+        };
+
+        let claim_ttl = seconds(&get, "POSTONCE_CLAIM_TTL_S", 120)?;
+        let function_timeout = seconds(&get, "POSTONCE_FUNCTION_TIMEOUT_S", 60)?;
+        if claim_ttl <= function_timeout {
+            return Err(bad(
+                "POSTONCE_CLAIM_TTL_S",
+                format!(
+                    "the claim TTL ({}s) must exceed the function timeout POSTONCE_FUNCTION_TIMEOUT_S ({}s), or a claim could expire while its run still posts",
+                    claim_ttl.as_secs(),
+                    function_timeout.as_secs()
+                ),
+            ));
+        }
+        let timeouts = Timeouts {
+            linkedin: millis(&get, "POSTONCE_LINKEDIN_TIMEOUT_MS", 10_000)?,
+            image: millis(&get, "POSTONCE_IMAGE_TIMEOUT_MS", 10_000)?,
+            redis: millis(&get, "POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
+            dynamodb: millis(&get, "POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
+            telegram: millis(&get, "POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
+        };
+        for (var, t) in [
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
+            ("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image),
+            ("POSTONCE_REDIS_TIMEOUT_MS", timeouts.redis),
+            ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
+        ] {
+            if t >= function_timeout {
+                return Err(bad(
+                    var,
+                    format!(
+                        "{}ms is not shorter than the function timeout ({}s)",
+                        t.as_millis(),
+                        function_timeout.as_secs()
+                    ),
+                ));
+            }
+        }
+        let posted_claim_ttl = seconds(&get, "POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
+        if posted_claim_ttl <= claim_ttl {
+            return Err(bad(
+                "POSTONCE_POSTED_CLAIM_TTL_S",
+                "must exceed POSTONCE_CLAIM_TTL_S: it keeps a posted-but-not-recorded claim",
+            ));
+        }
+        let reconcile_window = seconds(&get, "POSTONCE_RECONCILE_WINDOW_S", 3600)?;
+        let max_attempts = match get("POSTONCE_MAX_ATTEMPTS") {
+            None => 5,
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=100).contains(n))
+                .ok_or_else(|| {
+                    bad(
+                        "POSTONCE_MAX_ATTEMPTS",
+                        format!("{v:?} is not a whole number from 1 to 100"),
+                    )
+                })?,
+        };
+
+        let aws_credentials = match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+            (Some(id), Some(secret)) => Some((id, Secret::new(secret))),
+            _ => None,
+        };
+
+        Ok(Self {
+            table,
+            data_dir,
+            redis_url: redis_url.map(Secret::new),
+            aws_region: get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")),
+            dynamodb_endpoint: get("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| get("AWS_ENDPOINT_URL")),
+            aws_credentials,
+            linkedin,
+            linkedin_version,
+            linkedin_api_url,
+            telegram,
+            telegram_api_url,
+            telegram_webhook_secret,
+            telegram_allowed_users,
+            webhook_secret,
+            image_hosts,
+            claim_ttl,
+            function_timeout,
+            timeouts,
+            posted_claim_ttl,
+            reconcile_window,
+            max_attempts,
+        })
+    }
+}
+
+fn base_url(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: &str,
+) -> Result<String, ConfigError> {
+    let value = get(var).unwrap_or_else(|| default.to_owned());
+    let parsed =
+        url::Url::parse(&value).map_err(|e| bad(var, format!("{value:?} is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(bad(var, format!("{value:?} must be an http(s) URL")));
+    }
+    Ok(value.trim_end_matches('/').to_owned())
+}
+
+fn number(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+    unit: &str,
+) -> Result<u64, ConfigError> {
+    match get(var) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0 && *n <= 31 * 24 * 3600 * 1000)
+            .ok_or_else(|| {
+                bad(
+                    var,
+                    format!("{v:?} is not a positive whole number of {unit}"),
+                )
+            }),
+    }
+}
+
+fn seconds(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+) -> Result<Duration, ConfigError> {
+    number(get, var, default, "seconds").map(Duration::from_secs)
+}
+
+fn millis(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+) -> Result<Duration, ConfigError> {
+    number(get, var, default, "milliseconds").map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_local_and_safe() {
+        let c = load(&[]).unwrap();
+        assert!(c.table.is_none() && c.redis_url.is_none() && c.linkedin.is_none());
+        assert_eq!(c.claim_ttl, Duration::from_secs(120));
+        assert_eq!(c.function_timeout, Duration::from_secs(60));
+        assert_eq!(c.timeouts, Timeouts::default());
+        assert_eq!(c.data_dir, PathBuf::from(".postonce"));
+        assert_eq!(c.linkedin_api_url, "https://api.linkedin.com");
+    }
+
+    #[test]
+    fn claim_ttl_must_exceed_function_timeout() {
+        let err = load(&[
+            ("POSTONCE_CLAIM_TTL_S", "60"),
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "60"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.var, "POSTONCE_CLAIM_TTL_S");
+        assert!(
+            err.to_string().contains("60s")
+                && err.to_string().contains("POSTONCE_FUNCTION_TIMEOUT_S"),
+            "{err}"
+        );
+        assert!(load(&[
+            ("POSTONCE_CLAIM_TTL_S", "61"),
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "60")
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        for (pairs, var) in [
+            (vec![("LINKEDIN_ACCESS_TOKEN", "t")], "LINKEDIN_AUTHOR"),
+            (
+                vec![("LINKEDIN_ACCESS_TOKEN", "t"), ("LINKEDIN_AUTHOR", "me")],
+                "LINKEDIN_AUTHOR",
+            ),
+            (vec![("LINKEDIN_VERSION", "2024-01")], "LINKEDIN_VERSION"),
+            (vec![("LINKEDIN_VERSION", "202413")], "LINKEDIN_VERSION"),
+            (vec![("TELEGRAM_BOT_TOKEN", "1:x")], "TELEGRAM_CHAT_ID"),
+            (
+                vec![("TELEGRAM_BOT_TOKEN", "1:x"), ("TELEGRAM_CHAT_ID", "me")],
+                "TELEGRAM_CHAT_ID",
+            ),
+            (
+                vec![("TELEGRAM_WEBHOOK_SECRET", "a b")],
+                "TELEGRAM_WEBHOOK_SECRET",
+            ),
+            (
+                vec![("TELEGRAM_ALLOWED_USERS", "1,x")],
+                "TELEGRAM_ALLOWED_USERS",
+            ),
+            (
+                vec![("POSTONCE_REDIS_TIMEOUT_MS", "0")],
+                "POSTONCE_REDIS_TIMEOUT_MS",
+            ),
+            (
+                vec![("POSTONCE_LINKEDIN_TIMEOUT_MS", "60000")],
+                "POSTONCE_LINKEDIN_TIMEOUT_MS",
+            ),
+            (vec![("REDIS_URL", "localhost:6379")], "REDIS_URL"),
+            (vec![("LINKEDIN_API_URL", "ftp://x")], "LINKEDIN_API_URL"),
+            (
+                vec![("POSTONCE_IMAGE_HOSTS", "ftp://x")],
+                "POSTONCE_IMAGE_HOSTS",
+            ),
+            (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
+        ] {
+            let err = load(&pairs).unwrap_err();
+            assert_eq!(err.var, var, "{pairs:?}: {err}");
+            assert!(err.to_string().starts_with(var));
+        }
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let c = load(&[
+            ("LINKEDIN_ACCESS_TOKEN", "AQX-very-secret-token"),
+            ("LINKEDIN_AUTHOR", "urn:li:person:abc"),
+            ("TELEGRAM_BOT_TOKEN", "123:tg-secret-token"),
+            ("TELEGRAM_CHAT_ID", "42"),
+            ("POSTONCE_WEBHOOK_SECRET", "hmac-secret-0123456789"),
+            ("REDIS_URL", "rediss://default:redis-password@host:6379"),
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        for secret in [
+            "AQX-very-secret-token",
+            "tg-secret-token",
+            "hmac-secret-0123456789",
+            "redis-password",
+        ] {
+            assert!(!shown.contains(secret), "{secret} leaked in Debug");
+        }
+    }
+}

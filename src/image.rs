@@ -1,0 +1,546 @@
+//! The cover image: where it may come from, how much of it we read, and what it must be.
+//!
+//! A URL is fetched only from an allowed origin (`POSTONCE_IMAGE_HOSTS`; by default any public
+//! https host). Names are resolved through a resolver that drops loopback, private, link-local
+//! and other non-public addresses unless the origin was listed explicitly, so neither a hostile
+//! URL nor a DNS answer can point the fetch at the metadata service or the VPC. Redirects are
+//! followed only within the same origin. The body is streamed and cut at 8 MiB; the type is
+//! sniffed from the bytes (JPEG, PNG, GIF), never taken from the header.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+/// The download cap. LinkedIn documents no byte limit; third parties report 5-8 MB.
+pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+/// LinkedIn's documented pixel limit.
+pub const MAX_PIXELS: u64 = 36_152_320;
+
+/// One allowed origin pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostRule {
+    Exact(String),
+    /// `*.example.com`: any subdomain (not the apex).
+    Suffix(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OriginRule {
+    scheme: String,
+    host: HostRule,
+    port: Option<u16>,
+}
+
+/// Which origins images may be fetched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginPolicy {
+    /// `None`: any public https host.
+    rules: Option<Vec<OriginRule>>,
+}
+
+/// Why an image was refused or could not be fetched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// Retrying will not help: bad origin, too large, wrong type, 4xx.
+    #[error("cover image refused: {0}")]
+    Refused(String),
+    /// The host failed or could not be reached; a retry may work.
+    #[error("cover image unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl ImageError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+impl OriginPolicy {
+    pub fn any_public_https() -> Self {
+        Self { rules: None }
+    }
+
+    /// Parses `https://cdn.example.com, *.example.com, http://127.0.0.1:8080`.
+    ///
+    /// # Errors
+    /// A message naming the entry that is not an origin.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut rules = Vec::new();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (scheme, rest) = match entry.split_once("://") {
+                Some((s, r)) => (s.to_ascii_lowercase(), r),
+                None => ("https".to_owned(), entry),
+            };
+            if scheme != "https" && scheme != "http" {
+                return Err(format!(
+                    "{entry:?}: only https:// (or an explicit http:// origin) is allowed"
+                ));
+            }
+            let rest = rest.trim_end_matches('/');
+            if rest.contains('/') || rest.contains('@') || rest.is_empty() {
+                return Err(format!(
+                    "{entry:?} is not an origin (scheme://host[:port], or *.domain)"
+                ));
+            }
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) if !h.ends_with(']') || rest.starts_with('[') => {
+                    match p.parse::<u16>() {
+                        Ok(port) => (h.to_owned(), Some(port)),
+                        Err(_) => return Err(format!("{entry:?}: {p:?} is not a port")),
+                    }
+                }
+                _ => (rest.to_owned(), None),
+            };
+            let host = host.to_ascii_lowercase();
+            let host = match host.strip_prefix("*.") {
+                Some(suffix) if !suffix.is_empty() && !suffix.contains('*') => {
+                    HostRule::Suffix(suffix.to_owned())
+                }
+                _ if host.contains('*') => {
+                    return Err(format!("{entry:?}: a wildcard must be a leading *."))
+                }
+                _ => HostRule::Exact(
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_owned(),
+                ),
+            };
+            if scheme == "http" && !matches!(host, HostRule::Exact(_)) {
+                return Err(format!(
+                    "{entry:?}: http:// is only allowed for one explicit host"
+                ));
+            }
+            rules.push(OriginRule { scheme, host, port });
+        }
+        if rules.is_empty() {
+            return Err("lists no origin".into());
+        }
+        Ok(Self { rules: Some(rules) })
+    }
+
+    /// Hosts listed exactly: these may resolve to (or be) non-public addresses.
+    fn explicit_hosts(&self) -> HashSet<String> {
+        self.rules
+            .iter()
+            .flatten()
+            .filter_map(|r| match &r.host {
+                HostRule::Exact(h) => Some(h.clone()),
+                HostRule::Suffix(_) => None,
+            })
+            .collect()
+    }
+
+    /// Checks a URL against the policy before anything is sent.
+    ///
+    /// # Errors
+    /// [`ImageError::Refused`] naming why.
+    pub fn check(&self, raw: &str) -> Result<url::Url, ImageError> {
+        let refuse = |why: &str| ImageError::Refused(format!("{}: {why}", shorten(raw)));
+        let url = url::Url::parse(raw).map_err(|e| refuse(&format!("not a URL ({e})")))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse("URLs with credentials are not allowed"));
+        }
+        let scheme = url.scheme();
+        if scheme != "https" && scheme != "http" {
+            return Err(refuse("only https URLs are allowed"));
+        }
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(refuse("no host")),
+        };
+        let port = url.port_or_known_default();
+        let default_port = Some(if scheme == "https" { 443 } else { 80 });
+        let explicit = match &self.rules {
+            None => {
+                if scheme != "https" {
+                    return Err(refuse("only https URLs are allowed (list an http origin in POSTONCE_IMAGE_HOSTS to allow it)"));
+                }
+                false
+            }
+            Some(rules) => {
+                let matched = rules.iter().find(|r| {
+                    r.scheme == scheme
+                        && r.port.or(default_port) == port
+                        && match &r.host {
+                            HostRule::Exact(h) => *h == host,
+                            HostRule::Suffix(s) => host.ends_with(&format!(".{s}")),
+                        }
+                });
+                match matched {
+                    None => return Err(refuse("origin is not in POSTONCE_IMAGE_HOSTS")),
+                    Some(r) => matches!(r.host, HostRule::Exact(_)),
+                }
+            }
+        };
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            if !explicit && !is_public(ip) {
+                return Err(refuse("address is loopback, private or link-local"));
+            }
+        } else if (host == "localhost"
+            || host.ends_with(".localhost")
+            || host.ends_with(".internal"))
+            && !explicit
+        {
+            return Err(refuse("host is local"));
+        }
+        Ok(url)
+    }
+}
+
+fn shorten(s: &str) -> String {
+    let mut out: String = s.chars().take(120).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Whether an address is on the public internet.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (64..128).contains(&o[1]))
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
+                || o[0] >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x64 && s[1] == 0xff9b))
+        }
+    }
+}
+
+/// A DNS resolver that drops non-public addresses for hosts that were not listed explicitly.
+struct PublicOnlyResolver {
+    explicit: Arc<HashSet<String>>,
+}
+
+impl reqwest::dns::Resolve for PublicOnlyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let explicit = self.explicit.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_ascii_lowercase();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = if explicit.contains(&host) {
+                addrs
+            } else {
+                addrs.into_iter().filter(|a| is_public(a.ip())).collect()
+            };
+            if allowed.is_empty() {
+                return Err(format!("{host} resolves to no public address").into());
+            }
+            let iter: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(iter)
+        })
+    }
+}
+
+/// A fetched image.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub bytes: Bytes,
+    pub content_type: &'static str,
+}
+
+/// Fetches cover images under the policy. Built once per process.
+pub struct ImageFetcher {
+    http: reqwest::Client,
+    policy: OriginPolicy,
+}
+
+impl ImageFetcher {
+    /// # Errors
+    /// When the HTTP client cannot be built (TLS backend).
+    pub fn new(policy: OriginPolicy) -> Result<Self, String> {
+        let resolver = PublicOnlyResolver {
+            explicit: Arc::new(policy.explicit_hosts()),
+        };
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let first = attempt.previous().first().map(url::Url::origin);
+            if attempt.previous().len() > 3 {
+                attempt.error("more than 3 redirects")
+            } else if first.as_ref() != Some(&attempt.url().origin()) {
+                attempt.error("redirect to another origin refused")
+            } else {
+                attempt.follow()
+            }
+        });
+        let http = reqwest::Client::builder()
+            .dns_resolver(Arc::new(resolver))
+            .redirect(redirects)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .user_agent(concat!("postonce/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self { http, policy })
+    }
+
+    /// Fetches an image URL (streamed, capped) or reads a local file (CLI drafts only:
+    /// their image is an absolute path).
+    ///
+    /// # Errors
+    /// [`ImageError`]: refused (permanent) or unavailable (transient).
+    pub async fn fetch(&self, source: &str) -> Result<Image, ImageError> {
+        if source.starts_with('/') {
+            return read_file(Path::new(source)).await;
+        }
+        let url = self.policy.check(source)?;
+        let mut resp = self.http.get(url).send().await.map_err(|e| {
+            let text = error_chain(&e);
+            if text.contains("redirect") || text.contains("no public address") {
+                ImageError::Refused(text)
+            } else {
+                ImageError::Unavailable(text)
+            }
+        })?;
+        let status = resp.status();
+        if !status.is_success() {
+            let why = format!("the image host answered {status}");
+            return Err(
+                if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
+                    ImageError::Unavailable(why)
+                } else {
+                    ImageError::Refused(why)
+                },
+            );
+        }
+        if resp
+            .content_length()
+            .is_some_and(|l| l > MAX_IMAGE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = BytesMut::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| ImageError::Unavailable(error_chain(&e)))?
+        {
+            if body.len() + chunk.len() > MAX_IMAGE_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        vet(body.freeze())
+    }
+}
+
+fn too_large() -> ImageError {
+    ImageError::Refused(format!(
+        "larger than {} MiB",
+        MAX_IMAGE_BYTES / (1024 * 1024)
+    ))
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut src = e.source();
+    while let Some(s) = src {
+        parts.push(s.to_string());
+        src = s.source();
+    }
+    parts.join(": ")
+}
+
+async fn read_file(path: &Path) -> Result<Image, ImageError> {
+    let meta = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| ImageError::Refused(format!("{}: {e}", path.display())))?;
+    if !meta.is_file() {
+        return Err(ImageError::Refused(format!(
+            "{} is not a file",
+            path.display()
+        )));
+    }
+    if meta.len() > MAX_IMAGE_BYTES as u64 {
+        return Err(too_large());
+    }
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| ImageError::Refused(format!("{}: {e}", path.display())))?;
+    vet(Bytes::from(bytes))
+}
+
+/// Sniffs the type from the bytes and checks the pixel count where the header tells it.
+///
+/// # Errors
+/// [`ImageError::Refused`] for anything but JPEG, PNG or GIF, or too many pixels.
+pub fn vet(bytes: Bytes) -> Result<Image, ImageError> {
+    let content_type = sniff(&bytes).ok_or_else(|| {
+        ImageError::Refused(
+            "not a JPEG, PNG or GIF image (judged by its bytes, not its name or header)".into(),
+        )
+    })?;
+    if let Some((w, h)) = dimensions(&bytes) {
+        if u64::from(w) * u64::from(h) > MAX_PIXELS {
+            return Err(ImageError::Refused(format!(
+                "{w}x{h} is more than LinkedIn's {MAX_PIXELS} pixels"
+            )));
+        }
+    }
+    Ok(Image {
+        bytes,
+        content_type,
+    })
+}
+
+/// The image type from magic bytes.
+pub fn sniff(b: &[u8]) -> Option<&'static str> {
+    if b.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if b.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
+        Some("image/png")
+    } else if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else {
+        None
+    }
+}
+
+/// Width and height from the header, where it can be read cheaply.
+fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    let be32 = |i: usize| Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?));
+    let be16 = |i: usize| {
+        Some(u32::from(u16::from_be_bytes(
+            b.get(i..i + 2)?.try_into().ok()?,
+        )))
+    };
+    let le16 = |i: usize| {
+        Some(u32::from(u16::from_le_bytes(
+            b.get(i..i + 2)?.try_into().ok()?,
+        )))
+    };
+    match sniff(b)? {
+        "image/png" => Some((be32(16)?, be32(20)?)),
+        "image/gif" => Some((le16(6)?, le16(8)?)),
+        _ => {
+            // JPEG: walk the segments to a start-of-frame marker.
+            let mut i = 2;
+            while i + 9 < b.len() {
+                if b[i] != 0xFF {
+                    return None;
+                }
+                let marker = b[i + 1];
+                if marker == 0xFF {
+                    i += 1;
+                    continue;
+                }
+                let len = usize::try_from(be16(i + 2)?).ok()?;
+                if matches!(marker, 0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF) {
+                    return Some((be16(i + 7)?, be16(i + 5)?));
+                }
+                i += 2 + len;
+            }
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_allows_public_https_only() {
+        let p = OriginPolicy::any_public_https();
+        assert!(p.check("https://cdn.example.com/a.png").is_ok());
+        for bad in [
+            "http://cdn.example.com/a.png",
+            "file:///etc/passwd",
+            "https://127.0.0.1/a.png",
+            "https://169.254.169.254/latest/meta-data",
+            "https://10.0.0.1/a.png",
+            "https://192.168.1.1/a.png",
+            "https://[::1]/a.png",
+            "https://[fd00::1]/a.png",
+            "https://[::ffff:127.0.0.1]/a.png",
+            "https://localhost/a.png",
+            "https://user:pw@cdn.example.com/a.png",
+            "gopher://x/",
+            "not a url",
+        ] {
+            assert!(matches!(p.check(bad), Err(ImageError::Refused(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn listed_origins_and_wildcards() {
+        let p =
+            OriginPolicy::parse("https://cdn.example.com, *.example.org, http://127.0.0.1:8080")
+                .unwrap();
+        assert!(p.check("https://cdn.example.com/a.png").is_ok());
+        assert!(p.check("https://img.example.org/a.png").is_ok());
+        assert!(p.check("http://127.0.0.1:8080/a.png").is_ok());
+        assert!(p.check("https://example.org/a.png").is_err());
+        assert!(p.check("http://127.0.0.1:8081/a.png").is_err());
+        assert!(p.check("https://cdn.example.com:8443/a.png").is_err());
+        assert!(p.check("http://cdn.example.com/a.png").is_err());
+        assert!(p.check("https://evil.com/a.png").is_err());
+        assert!(OriginPolicy::parse("http://*.example.org").is_err());
+        assert!(OriginPolicy::parse("ftp://x").is_err());
+        assert!(OriginPolicy::parse("https://a/b").is_err());
+    }
+
+    #[test]
+    fn sniffs_types_from_bytes() {
+        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("image/jpeg"));
+        assert_eq!(sniff(b"GIF89a...."), Some("image/gif"));
+        assert_eq!(sniff(b"<html>"), None);
+        assert!(vet(Bytes::from_static(b"<html>not an image</html>")).is_err());
+        let mut png = vec![
+            0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
+        ];
+        png.extend_from_slice(&10_000u32.to_be_bytes());
+        png.extend_from_slice(&10_000u32.to_be_bytes());
+        assert!(
+            matches!(vet(Bytes::from(png)), Err(ImageError::Refused(m)) if m.contains("pixels"))
+        );
+    }
+
+    #[test]
+    fn public_addresses() {
+        assert!(is_public("93.184.216.34".parse().unwrap()));
+        assert!(is_public("2606:2800:220:1::".parse().unwrap()));
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fc00::1",
+        ] {
+            assert!(!is_public(a.parse().unwrap()), "{a}");
+        }
+    }
+}

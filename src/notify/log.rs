@@ -1,0 +1,26 @@
+//! The notifier used when Telegram is not configured: reports go to the log.
+
+use async_trait::async_trait;
+
+use super::{MessageRef, Notifier, NotifyError};
+use crate::outcome::Outcome;
+
+/// Writes reports to the log.
+pub struct LogNotifier;
+
+#[async_trait]
+impl Notifier for LogNotifier {
+    async fn report(
+        &self,
+        outcome: &Outcome,
+        _edit: Option<MessageRef>,
+    ) -> Result<(), NotifyError> {
+        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.urn, "report: {}", outcome.report_text());
+        Ok(())
+    }
+
+    async fn tell(&self, text: &str, outcome: &Outcome) -> Result<(), NotifyError> {
+        tracing::warn!(key = %outcome.key, "owner: {text}");
+        Ok(())
+    }
+}

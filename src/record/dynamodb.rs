@@ -1,0 +1,654 @@
+//! The DynamoDB record store: one table, partition key `pk` (S), TTL attribute `expires_at`.
+//!
+//! `posted:<key>` items are the durable records (never expire); `draft:<key>` items hold the
+//! content and its state. All mapping between items and [`PostedRecord`] / [`Draft`] lives here.
+//! The record write and the draft's `posted` mark go in one `TransactWriteItems`, so the happy
+//! path costs one write and the draft never disagrees with the record.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
+    Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
+    TimeToLiveStatus, TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+
+use super::{
+    draft_name, record_name, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost,
+    PostedRecord, PutPosted, RecordStore, Snapshot, StoreError,
+};
+use crate::config::Config;
+use crate::key::PostKey;
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Records in a DynamoDB table.
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+fn sdk_err(what: &str, e: impl std::error::Error) -> StoreError {
+    StoreError(format!("DynamoDB {what}: {}", DisplayErrorContext(e)))
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn pk(name: String) -> Item {
+    HashMap::from([("pk".to_owned(), s(name))])
+}
+
+fn get_s(item: &Item, name: &str) -> Option<String> {
+    item.get(name).and_then(|v| v.as_s().ok()).cloned()
+}
+
+fn get_n(item: &Item, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn get_bool(item: &Item, name: &str) -> Option<bool> {
+    item.get(name).and_then(|v| v.as_bool().ok()).copied()
+}
+
+fn record_from_item(item: &Item) -> Result<PostedRecord, StoreError> {
+    let key = get_s(item, "key").ok_or_else(|| StoreError("posted item without key".into()))?;
+    Ok(PostedRecord {
+        key,
+        urn: get_s(item, "urn"),
+        posted_at: get_n(item, "posted_at").unwrap_or(0),
+        run: get_s(item, "run").unwrap_or_default(),
+        source: get_s(item, "source").unwrap_or_default(),
+        caption_hash: get_s(item, "caption_hash"),
+    })
+}
+
+fn record_to_item(r: &PostedRecord) -> Item {
+    let mut item = pk(format!("posted:{}", r.key));
+    item.insert("key".into(), s(&r.key));
+    item.insert("posted_at".into(), n(r.posted_at));
+    item.insert("run".into(), s(&r.run));
+    item.insert("source".into(), s(&r.source));
+    if let Some(urn) = &r.urn {
+        item.insert("urn".into(), s(urn));
+    }
+    if let Some(h) = &r.caption_hash {
+        item.insert("caption_hash".into(), s(h));
+    }
+    item
+}
+
+fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
+    let key = get_s(item, "key").ok_or_else(|| StoreError("draft item without key".into()))?;
+    let content = match (get_s(item, "caption"), get_s(item, "image")) {
+        (Some(caption), Some(image)) => Some(DraftContent {
+            caption,
+            image,
+            link: get_s(item, "link"),
+            alt: get_s(item, "alt"),
+        }),
+        _ => None,
+    };
+    let pending = match (
+        get_s(item, "pending_commentary"),
+        get_s(item, "pending_image_urn"),
+        get_n(item, "pending_at"),
+    ) {
+        (Some(commentary), Some(image_urn), Some(at)) => Some(PendingPost {
+            commentary,
+            image_urn,
+            alt: get_s(item, "pending_alt"),
+            at,
+            run: get_s(item, "pending_run").unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let status_raw = get_s(item, "status").unwrap_or_else(|| "new".into());
+    let status = DraftStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError(format!("draft {key} has an unknown status {status_raw:?}")))?;
+    Ok(Draft {
+        content,
+        status,
+        attempts: get_n(item, "attempts")
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(0),
+        last_error: get_s(item, "last_error"),
+        retryable: get_bool(item, "retryable").unwrap_or(true),
+        next_retry_at: get_n(item, "next_retry_at"),
+        pending,
+        reminded: get_bool(item, "reminded").unwrap_or(false),
+        source: get_s(item, "source"),
+        created_at: get_n(item, "created_at").unwrap_or(0),
+        updated_at: get_n(item, "updated_at").unwrap_or(0),
+        expires_at: get_n(item, "expires_at"),
+        key,
+    })
+}
+
+/// An update expression under construction, with every attribute name behind a placeholder
+/// (`status`, `key` and `source` are reserved words).
+#[derive(Default)]
+struct Expr {
+    set: Vec<String>,
+    remove: Vec<String>,
+    names: HashMap<String, String>,
+    values: Item,
+}
+
+impl Expr {
+    fn name(&mut self, attr: &str) -> String {
+        let placeholder = format!("#{attr}");
+        self.names.insert(placeholder.clone(), attr.to_owned());
+        placeholder
+    }
+
+    fn value(&mut self, v: AttributeValue) -> String {
+        let placeholder = format!(":v{}", self.values.len());
+        self.values.insert(placeholder.clone(), v);
+        placeholder
+    }
+
+    fn set(&mut self, attr: &str, v: AttributeValue) -> &mut Self {
+        let (a, v) = (self.name(attr), self.value(v));
+        self.set.push(format!("{a} = {v}"));
+        self
+    }
+
+    fn set_if_absent(&mut self, attr: &str, v: AttributeValue) -> &mut Self {
+        let (a, v) = (self.name(attr), self.value(v));
+        self.set.push(format!("{a} = if_not_exists({a}, {v})"));
+        self
+    }
+
+    fn set_opt(&mut self, attr: &str, v: Option<AttributeValue>) -> &mut Self {
+        match v {
+            Some(v) => self.set(attr, v),
+            None => self.remove(attr),
+        }
+    }
+
+    fn increment(&mut self, attr: &str) -> &mut Self {
+        let a = self.name(attr);
+        let zero = self.value(n(0));
+        let one = self.value(n(1));
+        self.set
+            .push(format!("{a} = if_not_exists({a}, {zero}) + {one}"));
+        self
+    }
+
+    fn remove(&mut self, attr: &str) -> &mut Self {
+        let a = self.name(attr);
+        self.remove.push(a);
+        self
+    }
+
+    fn expression(&self) -> String {
+        let mut e = String::new();
+        if !self.set.is_empty() {
+            e.push_str("SET ");
+            e.push_str(&self.set.join(", "));
+        }
+        if !self.remove.is_empty() {
+            e.push_str(" REMOVE ");
+            e.push_str(&self.remove.join(", "));
+        }
+        e
+    }
+
+    /// `attribute_exists(pk)` and, when `from` is not empty, `status IN (…)`.
+    fn condition(&mut self, from: &[DraftStatus]) -> String {
+        let mut c = "attribute_exists(pk)".to_owned();
+        if !from.is_empty() {
+            let st = self.name("status");
+            let vals: Vec<String> = from.iter().map(|f| self.value(s(f.as_str()))).collect();
+            c.push_str(&format!(" AND {st} IN ({})", vals.join(", ")));
+        }
+        c
+    }
+}
+
+fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr {
+    let mut e = Expr::default();
+    e.set("key", s(&record.key))
+        .set("status", s(DraftStatus::Posted.as_str()))
+        .set("updated_at", n(now))
+        .set("expires_at", n(expires_at))
+        .set_if_absent("created_at", n(now))
+        .set_if_absent("attempts", n(0))
+        .remove("next_retry_at")
+        .remove("pending_commentary")
+        .remove("pending_image_urn")
+        .remove("pending_alt")
+        .remove("pending_at")
+        .remove("pending_run");
+    e
+}
+
+fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
+    let mut e = Expr::default();
+    e.set("updated_at", n(now));
+    match update {
+        DraftUpdate::Intent(p) => {
+            e.set("status", s(DraftStatus::Unknown.as_str()))
+                .set("pending_commentary", s(&p.commentary))
+                .set("pending_image_urn", s(&p.image_urn))
+                .set_opt("pending_alt", p.alt.as_ref().map(s))
+                .set("pending_at", n(p.at))
+                .set("pending_run", s(&p.run))
+                .set("reminded", AttributeValue::Bool(false));
+        }
+        DraftUpdate::Failed {
+            error,
+            retryable,
+            next_retry_at,
+        } => {
+            e.set("status", s(DraftStatus::Failed.as_str()))
+                .increment("attempts")
+                .set("last_error", s(error))
+                .set("retryable", AttributeValue::Bool(*retryable))
+                .set_opt("next_retry_at", next_retry_at.map(n))
+                .remove("pending_commentary")
+                .remove("pending_image_urn")
+                .remove("pending_alt")
+                .remove("pending_at")
+                .remove("pending_run");
+        }
+        DraftUpdate::Ambiguous { error } => {
+            e.set("status", s(DraftStatus::Unknown.as_str()))
+                .increment("attempts")
+                .set("last_error", s(error));
+        }
+        DraftUpdate::NeedsReview { error } => {
+            e.set("status", s(DraftStatus::NeedsReview.as_str()))
+                .set("last_error", s(error))
+                .set("reminded", AttributeValue::Bool(true))
+                .remove("next_retry_at");
+        }
+        DraftUpdate::Reminded => {
+            e.set("reminded", AttributeValue::Bool(true));
+        }
+    }
+    e
+}
+
+impl DynamoStore {
+    /// Builds the client once per process from `config` (region, endpoint, static credentials
+    /// when given, the SDK's chain otherwise), with the DynamoDB budget as the attempt timeout.
+    pub async fn connect(config: &Config, table: &str) -> Self {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        match &config.aws_region {
+            Some(r) => loader = loader.region(Region::new(r.clone())),
+            None if config.dynamodb_endpoint.is_some() => {
+                loader = loader.region(Region::new("us-east-1"))
+            }
+            None => {}
+        }
+        if let Some((id, secret)) = &config.aws_credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                id,
+                secret.expose(),
+                None,
+                None,
+                "postonce-env",
+            ));
+        }
+        let budget = config.timeouts.dynamodb;
+        loader = loader
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(budget.min(Duration::from_secs(3)))
+                    .operation_attempt_timeout(budget)
+                    .build(),
+            )
+            .retry_config(RetryConfig::standard().with_max_attempts(3));
+        let shared = loader.load().await;
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(&shared);
+        if let Some(ep) = &config.dynamodb_endpoint {
+            builder = builder.endpoint_url(ep);
+        }
+        Self {
+            client: Client::from_conf(builder.build()),
+            table: table.to_owned(),
+        }
+    }
+
+    /// Creates the table (`pk` S, pay per request) and turns TTL on for `expires_at`.
+    /// An existing table is left as it is. Returns what was done.
+    ///
+    /// # Errors
+    /// When DynamoDB refuses or cannot be reached.
+    pub async fn create_table(&self) -> Result<String, StoreError> {
+        let created = self
+            .client
+            .create_table()
+            .table_name(&self.table)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(|e| sdk_err("create_table", e))?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("pk")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .map_err(|e| sdk_err("create_table", e))?,
+            )
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await;
+        let mut said = match created {
+            Ok(_) => format!("created table {}", self.table),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_resource_in_use_exception()) =>
+            {
+                format!("table {} already exists", self.table)
+            }
+            Err(e) => return Err(sdk_err("CreateTable", e)),
+        };
+        let ttl = self
+            .client
+            .update_time_to_live()
+            .table_name(&self.table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name("expires_at")
+                    .build()
+                    .map_err(|e| sdk_err("UpdateTimeToLive", e))?,
+            )
+            .send()
+            .await;
+        match ttl {
+            Ok(_) => said.push_str("; TTL on expires_at enabled"),
+            // Already enabled: DynamoDB refuses to enable it twice.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| format!("{se:?}").contains("already enabled")) =>
+            {
+                said.push_str("; TTL on expires_at already enabled");
+            }
+            Err(e) => return Err(sdk_err("UpdateTimeToLive", e)),
+        }
+        Ok(said)
+    }
+
+    async fn get_record_consistent(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(pk(format!("posted:{key}"))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_err("GetItem", e))?;
+        out.item().map(record_from_item).transpose()
+    }
+}
+
+#[async_trait]
+impl RecordStore for DynamoStore {
+    async fn save_draft(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut e = Expr::default();
+        e.set("key", s(key.to_string()))
+            .set("caption", s(&content.caption))
+            .set("image", s(&content.image))
+            .set_opt("link", content.link.as_ref().map(s))
+            .set_opt("alt", content.alt.as_ref().map(s))
+            .set("updated_at", n(now))
+            .set_if_absent("status", s(DraftStatus::New.as_str()))
+            .set_if_absent("attempts", n(0))
+            .set_if_absent("retryable", AttributeValue::Bool(true))
+            .set_if_absent("created_at", n(now))
+            .set_if_absent("source", s(source));
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(pk(draft_name(key))))
+            .update_expression(e.expression())
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
+            .send()
+            .await
+            .map_err(|e| sdk_err("UpdateItem (draft)", e))?;
+        Ok(())
+    }
+
+    async fn load(&self, key: &PostKey) -> Result<Snapshot, StoreError> {
+        let mut wanted = vec![pk(record_name(key)), pk(draft_name(key))];
+        let mut snapshot = Snapshot::default();
+        // BatchGetItem may leave keys unprocessed under throttling; ask again for those.
+        for _ in 0..5 {
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(wanted))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| sdk_err("BatchGetItem", e))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(|e| sdk_err("BatchGetItem", e))?;
+            for item in out
+                .responses()
+                .and_then(|r| r.get(&self.table))
+                .into_iter()
+                .flatten()
+            {
+                match get_s(item, "pk") {
+                    Some(p) if p.starts_with("posted:") => {
+                        snapshot.record = Some(record_from_item(item)?)
+                    }
+                    Some(p) if p.starts_with("draft:") => {
+                        snapshot.draft = Some(draft_from_item(item)?)
+                    }
+                    _ => {}
+                }
+            }
+            match out.unprocessed_keys().and_then(|u| u.get(&self.table)) {
+                Some(left) if !left.keys().is_empty() => wanted = left.keys().to_vec(),
+                _ => return Ok(snapshot),
+            }
+        }
+        Err(StoreError(
+            "DynamoDB BatchGetItem: keys left unprocessed after 5 tries (throttled)".into(),
+        ))
+    }
+
+    async fn put_posted(
+        &self,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+    ) -> Result<PutPosted, StoreError> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(record_to_item(record)))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| sdk_err("TransactWriteItems", e))?;
+        let e = posted_draft_update(record, now, draft_expires_at);
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(pk(format!("draft:{}", record.key))))
+            .update_expression(e.expression())
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
+            .build()
+            .map_err(|e| sdk_err("TransactWriteItems", e))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(PutPosted::Created),
+            Err(err) => err,
+        };
+        let existing = err.as_service_error().and_then(|se| match se {
+            aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(
+                tce,
+            ) => tce
+                .cancellation_reasons()
+                .first()
+                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                .map(|r| r.item().cloned()),
+            _ => None,
+        });
+        match existing {
+            Some(Some(item)) => Ok(PutPosted::Exists(record_from_item(&item)?)),
+            Some(None) => match self.get_record_consistent(&record.key).await? {
+                Some(r) => Ok(PutPosted::Exists(r)),
+                None => Err(StoreError(
+                    "record condition failed but no record is there".into(),
+                )),
+            },
+            None => Err(sdk_err("TransactWriteItems (record)", err)),
+        }
+    }
+
+    async fn update_draft(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut e = draft_update(update, now);
+        let condition = e.condition(from);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(pk(draft_name(key))))
+            .update_expression(e.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|se| se.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(sdk_err("UpdateItem (draft)", err)),
+        }
+    }
+
+    async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
+        let mut e = Expr::default();
+        let prefix = e.value(s("draft:"));
+        let st = e.name("status");
+        let vals: Vec<String> = statuses.iter().map(|f| e.value(s(f.as_str()))).collect();
+        let filter = format!(
+            "begins_with(pk, {prefix}) AND {st} IN ({})",
+            vals.join(", ")
+        );
+        let mut drafts = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(&filter)
+                .set_expression_attribute_names(Some(e.names.clone()))
+                .set_expression_attribute_values(Some(e.values.clone()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_err("Scan", e))?;
+            for item in out.items() {
+                drafts.push(draft_from_item(item)?);
+            }
+            match out.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => return Ok(drafts),
+            }
+        }
+    }
+
+    async fn check(&self) -> Result<String, StoreError> {
+        let table = self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+            .map_err(|e| sdk_err(&format!("DescribeTable {}", self.table), e))?;
+        let desc = table
+            .table()
+            .ok_or_else(|| StoreError("DescribeTable answered no table".into()))?;
+        let key_ok = desc.key_schema().len() == 1
+            && desc.key_schema()[0].attribute_name() == "pk"
+            && desc.key_schema()[0].key_type() == &KeyType::Hash
+            && desc.attribute_definitions().iter().any(|a| {
+                a.attribute_name() == "pk" && a.attribute_type() == &ScalarAttributeType::S
+            });
+        if !key_ok {
+            return Err(StoreError(format!(
+                "table {} must have exactly one key, pk of type S (postonce table create makes it)",
+                self.table
+            )));
+        }
+        let ttl = self
+            .client
+            .describe_time_to_live()
+            .table_name(&self.table)
+            .send()
+            .await
+            .map_err(|e| sdk_err("DescribeTimeToLive", e))?;
+        let ttl_ok = ttl.time_to_live_description().is_some_and(|d| {
+            d.attribute_name() == Some("expires_at")
+                && matches!(
+                    d.time_to_live_status(),
+                    Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+                )
+        });
+        if !ttl_ok {
+            return Err(StoreError(format!(
+                "table {}: TTL is not enabled on expires_at (aws dynamodb update-time-to-live --table-name {} --time-to-live-specification Enabled=true,AttributeName=expires_at)",
+                self.table, self.table
+            )));
+        }
+        Ok(format!(
+            "table {}: key pk (S), TTL on expires_at",
+            self.table
+        ))
+    }
+}

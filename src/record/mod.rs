@@ -1,0 +1,208 @@
+//! Durable state: the `posted:<key>` record that decides "already on LinkedIn", and the
+//! `draft:<key>` item that holds the content to post and where its attempts stand.
+//!
+//! Two implementations: DynamoDB (production) and files on disk (local mode). Both give the
+//! pipeline the same guarantees: consistent reads, and a record write that succeeds only if no
+//! record exists (DESIGN.md rule 3). Policy (what to write when) is the pipeline's.
+
+pub mod dynamodb;
+pub mod local;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::key::PostKey;
+
+/// Where the durable record of a key lives.
+pub fn record_name(key: &PostKey) -> String {
+    format!("posted:{key}")
+}
+
+/// Where the draft of a key lives.
+pub fn draft_name(key: &PostKey) -> String {
+    format!("draft:{key}")
+}
+
+/// Proof that a key is on LinkedIn. Never expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostedRecord {
+    pub key: String,
+    /// The post URN; `None` when the owner confirmed it by hand (`done:`).
+    pub urn: Option<String>,
+    /// Unix seconds.
+    pub posted_at: i64,
+    /// The run that recorded it.
+    pub run: String,
+    /// What recorded it: ci, telegram, console, cli, sweep, repair, reconcile, owner.
+    pub source: String,
+    /// Hash of the normalized caption, when known.
+    pub caption_hash: Option<String>,
+}
+
+/// The content of a draft as a trigger delivers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftContent {
+    pub caption: String,
+    /// An `https://` URL, or (from the CLI only) an absolute local path.
+    pub image: String,
+    pub link: Option<String>,
+    pub alt: Option<String>,
+}
+
+/// Where a draft stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DraftStatus {
+    New,
+    Failed,
+    /// A create-post was sent and its result is not known: it may be on LinkedIn.
+    Unknown,
+    NeedsReview,
+    Posted,
+}
+
+impl DraftStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+            Self::NeedsReview => "needs_review",
+            Self::Posted => "posted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "new" => Self::New,
+            "failed" => Self::Failed,
+            "unknown" => Self::Unknown,
+            "needs_review" => Self::NeedsReview,
+            "posted" => Self::Posted,
+            _ => return None,
+        })
+    }
+}
+
+/// The exact create-post a run sent (or is about to send), kept so a later run can re-send it
+/// identically and let LinkedIn's duplicate answer tell whether it exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPost {
+    pub commentary: String,
+    pub image_urn: String,
+    pub alt: Option<String>,
+    /// Unix seconds of the first attempt.
+    pub at: i64,
+    pub run: String,
+}
+
+/// A stored draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Draft {
+    pub key: String,
+    /// `None` for a stub (a record was written for a key whose content was never stored here).
+    pub content: Option<DraftContent>,
+    pub status: DraftStatus,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// Whether the last failure may succeed when retried.
+    pub retryable: bool,
+    pub next_retry_at: Option<i64>,
+    pub pending: Option<PendingPost>,
+    /// The owner has been reminded of this unknown / needs_review draft.
+    pub reminded: bool,
+    pub source: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// When DynamoDB may delete it (set once posted).
+    pub expires_at: Option<i64>,
+}
+
+/// Record and draft of one key, read together and consistently.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub record: Option<PostedRecord>,
+    pub draft: Option<Draft>,
+}
+
+/// The result of a conditional record write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutPosted {
+    Created,
+    /// A record already existed: this is it (a duplicate, unless it is our own retry).
+    Exists(PostedRecord),
+}
+
+/// A change of a draft's state. Applied only if the draft exists and its status is one of
+/// `from` (empty: any status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DraftUpdate {
+    /// About to send create-post: status `unknown` with the request, before it is sent.
+    Intent(PendingPost),
+    /// The attempt failed and nothing was posted.
+    Failed {
+        error: String,
+        retryable: bool,
+        next_retry_at: Option<i64>,
+    },
+    /// The attempt's result is not known; the draft stays `unknown`.
+    Ambiguous { error: String },
+    /// Retries exhausted or the owner must decide.
+    NeedsReview { error: String },
+    /// The owner was told about this draft.
+    Reminded,
+}
+
+/// The record store could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("record store unavailable: {0}")]
+pub struct StoreError(pub String);
+
+/// What the pipeline and the sweeper need from durable storage.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// Stores a draft's content (creating it as `new`), keeping its status and history.
+    async fn save_draft(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+
+    /// The record and the draft, strongly consistent.
+    async fn load(&self, key: &PostKey) -> Result<Snapshot, StoreError>;
+
+    /// Writes the record if none exists (`attribute_not_exists(pk)`), and in the same request
+    /// marks the draft `posted`, expiring at `draft_expires_at`.
+    async fn put_posted(
+        &self,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+    ) -> Result<PutPosted, StoreError>;
+
+    /// Applies `update` if the draft exists and its status is in `from` (any, if empty).
+    /// `Ok(false)` when the condition did not hold.
+    async fn update_draft(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Drafts in any of `statuses` (sweeper). Unordered.
+    async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError>;
+
+    /// Checks that the store is usable (doctor): a description of what was checked.
+    async fn check(&self) -> Result<String, StoreError>;
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
