@@ -1,1 +1,357 @@
-//! placeholder
+//! The command line: `post`, `status`, `serve`, `sweep`, `table create`. Translation only; exit
+//! codes follow the outcomes table (bad input: 2).
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use crate::app::App;
+use crate::budget::Deadline;
+use crate::config::Config;
+use crate::key::PostKey;
+use crate::outcome::Outcome;
+use crate::pipeline::{new_run_id, Action, PostRequest, Source};
+use crate::publish::little_text::MAX_CHARS;
+use crate::record::DraftContent;
+use crate::triggers::Router;
+
+/// Exit code for bad input or configuration.
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "postonce",
+    version,
+    about = "Publish a draft to LinkedIn exactly once, and report it in Telegram"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the pipeline once for a draft; without --caption/--image, post the stored draft.
+    Post {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        slug: String,
+        #[arg(long)]
+        caption: Option<String>,
+        /// An https URL, or a local JPEG/PNG/GIF file.
+        #[arg(long)]
+        image: Option<String>,
+        #[arg(long)]
+        link: Option<String>,
+        #[arg(long)]
+        alt: Option<String>,
+        /// Print the outcome JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the record, draft and claim of a key as stored now.
+    Status {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        slug: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve POST /ci, POST /telegram and GET /healthz on a local port.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        addr: SocketAddr,
+    },
+    /// Re-drive failed and stuck drafts once (what the scheduled sweeper does).
+    Sweep {
+        #[arg(long)]
+        json: bool,
+    },
+    /// DynamoDB table management.
+    Table {
+        #[command(subcommand)]
+        action: TableAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TableAction {
+    /// Create the table POSTONCE_TABLE with the expected schema (for local servers).
+    Create,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("postonce=info,warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn bad_input(message: impl std::fmt::Display) -> i32 {
+    eprintln!("postonce: {message}");
+    EXIT_BAD_INPUT
+}
+
+/// Runs the command line; returns the process exit code.
+pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+        }
+    };
+    init_logging();
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => return bad_input(format!("configuration: {e}")),
+    };
+    // Bad input is refused before any client is built or anything is stored.
+    let post = match &cli.command {
+        Command::Post {
+            kind,
+            slug,
+            caption,
+            image,
+            link,
+            alt,
+            ..
+        } => match post_request(&config, kind, slug, caption, image, link, alt) {
+            Ok(req) => Some(req),
+            Err(e) => return bad_input(e),
+        },
+        _ => None,
+    };
+    if let Command::Status { kind, slug, .. } = &cli.command {
+        if let Err(e) = PostKey::new(kind, slug) {
+            return bad_input(e);
+        }
+    }
+    let app = match App::build(config).await {
+        Ok(app) => Arc::new(app),
+        Err(e) => return bad_input(e),
+    };
+    let dl = Deadline::after(app.config.function_timeout);
+    match cli.command {
+        Command::Post { json, .. } => {
+            let Some(request) = post else {
+                return EXIT_BAD_INPUT;
+            };
+            let outcome = app.pipeline.run(request, dl).await;
+            print_outcome(&outcome, json);
+            outcome.exit_code()
+        }
+        Command::Status { kind, slug, json } => {
+            let Ok(key) = PostKey::new(&kind, &slug) else {
+                return EXIT_BAD_INPUT;
+            };
+            status(&app, &key, dl, json).await
+        }
+        Command::Serve { addr } => {
+            match crate::serve::serve(Arc::new(Router::new(app)), addr).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("postonce: cannot serve on {addr}: {e}");
+                    1
+                }
+            }
+        }
+        Command::Sweep { json } => match app.pipeline.sweep(&dl).await {
+            Ok(report) => {
+                if json {
+                    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                } else {
+                    println!(
+                        "examined {} drafts; ran {}; needs review {}; reminded {}; left for later {}",
+                        report.examined,
+                        report.runs.len(),
+                        report.needs_review.len(),
+                        report.reminded.len(),
+                        report.left_for_later
+                    );
+                    for o in &report.runs {
+                        println!("  {} {}: {}", o.outcome.as_str(), o.key, o.detail);
+                    }
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("postonce: sweep failed: {e}");
+                4
+            }
+        },
+        Command::Table {
+            action: TableAction::Create,
+        } => {
+            let Some(dynamo) = &app.dynamo else {
+                return bad_input("POSTONCE_TABLE is not set: name the table to create (and AWS_ENDPOINT_URL_DYNAMODB for a local server)");
+            };
+            match dynamo.create_table().await {
+                Ok(said) => {
+                    println!("{said}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("postonce: {e}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn post_request(
+    config: &Config,
+    kind: &str,
+    slug: &str,
+    caption: &Option<String>,
+    image: &Option<String>,
+    link: &Option<String>,
+    alt: &Option<String>,
+) -> Result<PostRequest, String> {
+    let key = PostKey::new(kind, slug).map_err(|e| e.to_string())?;
+    let content = match (caption, image) {
+        (None, None) => {
+            if link.is_some() || alt.is_some() {
+                return Err("--link and --alt need --caption and --image".into());
+            }
+            None
+        }
+        (Some(_), None) => {
+            return Err("--caption needs --image (an https URL or a local file)".into())
+        }
+        (None, Some(_)) => return Err("--image needs --caption".into()),
+        (Some(caption), Some(image)) => {
+            let chars = caption.chars().count();
+            if caption.trim().is_empty() || chars > MAX_CHARS {
+                return Err(format!(
+                    "--caption has {chars} characters; LinkedIn takes 1 to {MAX_CHARS}"
+                ));
+            }
+            let image = if image.starts_with("https://") || image.starts_with("http://") {
+                config
+                    .image_hosts
+                    .check(image)
+                    .map_err(|e| format!("--image: {e}"))?;
+                image.clone()
+            } else {
+                let path =
+                    std::fs::canonicalize(image).map_err(|e| format!("--image {image}: {e}"))?;
+                if !path.is_file() {
+                    return Err(format!("--image {image}: not a file"));
+                }
+                path.to_string_lossy().into_owned()
+            };
+            if let Some(l) = link {
+                if !url::Url::parse(l).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
+                    return Err("--link must be an http(s) URL".into());
+                }
+            }
+            Some(DraftContent {
+                caption: caption.clone(),
+                image,
+                link: link.clone(),
+                alt: alt.clone(),
+            })
+        }
+    };
+    Ok(PostRequest {
+        key,
+        content,
+        action: Action::Post,
+        source: Source::Cli,
+        run_id: new_run_id(),
+        reply_to: None,
+    })
+}
+
+fn print_outcome(outcome: &Outcome, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(outcome).unwrap_or_default());
+        return;
+    }
+    let dry = if outcome.dry_run {
+        " (dry run: nothing was sent to LinkedIn)"
+    } else {
+        ""
+    };
+    println!("{}: {}{dry}", outcome.outcome.as_str(), outcome.key);
+    if let Some(url) = outcome.post_url() {
+        println!("  {url}");
+    } else if let Some(urn) = &outcome.urn {
+        println!("  {urn}");
+    }
+    if !outcome.detail.is_empty() {
+        println!("  {}", outcome.detail);
+    }
+}
+
+async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
+    let status = match app.pipeline.status(key, &dl).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("postonce: {e}");
+            return 4;
+        }
+    };
+    let claim = status.claim.as_ref().map(|(value, ttl)| {
+        json!({
+            "value": value.raw(),
+            "ttl_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        })
+    });
+    let out = json!({
+        "key": key.to_string(),
+        "record": status.snapshot.record,
+        "draft": status.snapshot.draft,
+        "claim": claim,
+    });
+    if json {
+        println!("{out}");
+    } else {
+        println!("key:    {key}");
+        match &status.snapshot.record {
+            Some(r) => println!(
+                "record: posted {} at {} by {} ({})",
+                r.urn
+                    .as_deref()
+                    .unwrap_or("(no URN: confirmed by the owner)"),
+                r.posted_at,
+                r.source,
+                r.run
+            ),
+            None => println!("record: none (not posted)"),
+        }
+        match &status.snapshot.draft {
+            Some(d) => println!(
+                "draft:  {} (attempts {}{})",
+                d.status.as_str(),
+                d.attempts,
+                d.last_error
+                    .as_deref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            ),
+            None => println!("draft:  none"),
+        }
+        match &status.claim {
+            Some((v, ttl)) => println!(
+                "claim:  {} (expires in {:?})",
+                v.raw(),
+                ttl.unwrap_or_default()
+            ),
+            None => println!("claim:  none"),
+        }
+    }
+    0
+}

@@ -1,1 +1,51 @@
-fn main() {}
+//! The `postonce` binary: picks the Lambda runtime (when `AWS_LAMBDA_RUNTIME_API` is set) or
+//! the command line. Everything else is in the library.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("postonce: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async {
+        if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+            lambda_main().await
+        } else {
+            postonce::cli::main(std::env::args_os()).await
+        }
+    });
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+async fn lambda_main() -> i32 {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = match postonce::config::Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("configuration: {e}");
+            return 2;
+        }
+    };
+    let app = match postonce::app::App::build(config).await {
+        Ok(app) => Arc::new(app),
+        Err(e) => {
+            tracing::error!("start-up: {e}");
+            return 1;
+        }
+    };
+    match postonce::lambda::run(app).await {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("runtime: {e}");
+            1
+        }
+    }
+}

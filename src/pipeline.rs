@@ -274,6 +274,16 @@ fn strip_tracking(word: &str) -> String {
     url.to_string()
 }
 
+/// The text of the post: the caption, and the link on its own line unless the caption has it.
+pub fn full_text(content: &DraftContent) -> String {
+    match &content.link {
+        Some(link) if !content.caption.contains(link.as_str()) => {
+            format!("{}\n\n{link}", content.caption.trim_end())
+        }
+        _ => content.caption.clone(),
+    }
+}
+
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -534,7 +544,7 @@ impl Pipeline {
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let t = self.settings.timeouts;
-        let chars = little_text::char_count(&content.caption);
+        let chars = little_text::char_count(&full_text(content));
         if chars == 0 || chars > MAX_CHARS {
             let why =
                 format!("the caption has {chars} characters; LinkedIn takes 1 to {MAX_CHARS}");
@@ -611,7 +621,7 @@ impl Pipeline {
         }
 
         let post = NewPost {
-            commentary: little_text::escape(&content.caption),
+            commentary: little_text::escape(&full_text(content)),
             image_urn: target.image_urn,
             alt: content.alt.clone(),
         };
@@ -1149,6 +1159,125 @@ impl Pipeline {
         }
     }
 
+    /// The sweeper: re-runs retryable failed drafts whose time has come, and drafts whose run
+    /// never finished; marks drafts out of attempts `needs_review` and tells the owner; reminds
+    /// the owner once of each `unknown` draft past the reconciliation window. It posts only
+    /// through [`Self::run`], so a draft with a record is never posted again.
+    ///
+    /// # Errors
+    /// When the drafts cannot be listed.
+    pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
+        let t = self.settings.timeouts;
+        let statuses = [DraftStatus::New, DraftStatus::Failed, DraftStatus::Unknown];
+        let drafts = flatten_value(
+            dl.work(t.dynamodb, self.records.drafts_with_status(&statuses))
+                .await,
+        )?;
+        let now = now_s();
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        // A draft untouched for two claim TTLs has no live run.
+        let stale = secs(self.settings.claim_ttl) * 2;
+        let window = secs(self.settings.reconcile_window);
+        let mut report = SweepReport::default();
+        for draft in drafts {
+            let Ok(key) = PostKey::parse(&draft.key) else {
+                tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
+                continue;
+            };
+            report.examined += 1;
+            let due = match draft.status {
+                DraftStatus::Failed => {
+                    draft.retryable && draft.next_retry_at.is_none_or(|at| at <= now)
+                }
+                DraftStatus::New => now - draft.updated_at > stale,
+                DraftStatus::Unknown => {
+                    let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
+                    if now - at > window {
+                        if !draft.reminded {
+                            self.remind(&key, dl, &draft).await;
+                            report.reminded.push(key.to_string());
+                        }
+                        false
+                    } else {
+                        now - draft.updated_at > stale
+                    }
+                }
+                DraftStatus::NeedsReview | DraftStatus::Posted => false,
+            };
+            if !due {
+                continue;
+            }
+            if draft.status == DraftStatus::Failed && draft.attempts >= self.settings.max_attempts {
+                self.give_up(&key, dl, &draft).await;
+                report.needs_review.push(key.to_string());
+                continue;
+            }
+            // Leave the rest for the next sweep rather than start a run that cannot finish.
+            if dl.for_work(t.linkedin * 3 + t.image).is_none() {
+                report.left_for_later += 1;
+                continue;
+            }
+            let request = PostRequest {
+                key,
+                content: None,
+                action: Action::Post,
+                source: Source::Sweep,
+                run_id: new_run_id(),
+                reply_to: None,
+            };
+            report.runs.push(self.run(request, *dl).await);
+        }
+        Ok(report)
+    }
+
+    async fn give_up(&self, key: &PostKey, dl: &Deadline, draft: &Draft) {
+        let last = draft.last_error.clone().unwrap_or_default();
+        let update = DraftUpdate::NeedsReview {
+            error: last.clone(),
+        };
+        let marked = dl
+            .finish(
+                self.settings.timeouts.dynamodb,
+                self.records
+                    .update_draft(key, &update, &[DraftStatus::Failed], now_s()),
+            )
+            .await;
+        if let Some(e) = flatten(marked) {
+            tracing::warn!(error = %e, "could not mark the draft needs_review");
+            return;
+        }
+        let outcome = failed(key, false, last);
+        let text = format!(
+            "Gave up on {key} after {} attempts; it needs you. Fix the cause, then press Retry.",
+            draft.attempts
+        );
+        self.tell(&text, &outcome, dl).await;
+    }
+
+    async fn remind(&self, key: &PostKey, dl: &Deadline, draft: &Draft) {
+        let outcome = Outcome::new(
+            key,
+            OutcomeKind::Unknown,
+            draft.last_error.clone().unwrap_or_default(),
+        );
+        let text = format!("Reminder: {key} may or may not be on LinkedIn, and it is too late to find out automatically.");
+        self.tell(&text, &outcome, dl).await;
+        let marked = dl
+            .finish(
+                self.settings.timeouts.dynamodb,
+                self.records.update_draft(
+                    key,
+                    &DraftUpdate::Reminded,
+                    &[DraftStatus::Unknown],
+                    now_s(),
+                ),
+            )
+            .await;
+        if let Some(e) = flatten(marked) {
+            tracing::warn!(error = %e, "could not note the reminder; the owner may be reminded again");
+        }
+    }
+
     /// The record, draft and claim of `key` as stored now (`postonce status`).
     ///
     /// # Errors
@@ -1159,6 +1288,16 @@ impl Pipeline {
         let claim = flatten_value(dl.work(t.redis, self.claims.inspect(key)).await)?;
         Ok(Status { snapshot, claim })
     }
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SweepReport {
+    pub examined: usize,
+    pub runs: Vec<Outcome>,
+    pub needs_review: Vec<String>,
+    pub reminded: Vec<String>,
+    pub left_for_later: usize,
 }
 
 /// What `postonce status` shows.
