@@ -72,10 +72,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check every part the configuration would use; exit 0 only when all pass.
+    Doctor,
+    /// Telegram bot set-up.
+    Telegram {
+        #[command(subcommand)]
+        action: TelegramAction,
+    },
     /// DynamoDB table management.
     Table {
         #[command(subcommand)]
         action: TableAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TelegramAction {
+    /// Register the webhook (with TELEGRAM_WEBHOOK_SECRET, callback queries only).
+    SetWebhook {
+        /// The public https URL of the /telegram route.
+        #[arg(long)]
+        url: String,
     },
 }
 
@@ -187,6 +204,25 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             Err(e) => {
                 eprintln!("postonce: sweep failed: {e}");
                 4
+            }
+        },
+        Command::Doctor => {
+            let checks = crate::doctor::doctor(&app).await;
+            for c in &checks {
+                println!("{c}");
+            }
+            i32::from(!checks.iter().all(|c| c.ok))
+        }
+        Command::Telegram {
+            action: TelegramAction::SetWebhook { url },
+        } => match crate::doctor::set_webhook(&app, &url).await {
+            Ok(info) => {
+                println!("webhook set; getWebhookInfo: {info}");
+                0
+            }
+            Err(e) => {
+                eprintln!("postonce: {e}");
+                1
             }
         },
         Command::Table {

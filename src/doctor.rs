@@ -1,0 +1,216 @@
+//! `postonce doctor` and `postonce telegram set-webhook`: operator checks of every part the
+//! configuration would use, one line each with ✓/✗ and the fix. Each check has its own timeout.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::app::App;
+use crate::key::PostKey;
+use crate::publish::PublishError;
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            if self.ok { "✓" } else { "✗" },
+            self.name,
+            self.detail
+        )
+    }
+}
+
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn bounded<T>(fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(CHECK_TIMEOUT, fut).await.ok()
+}
+
+fn check(name: &'static str, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            detail,
+        },
+    }
+}
+
+/// Runs every check.
+pub async fn doctor(app: &App) -> Vec<Check> {
+    let c = &app.config;
+    let mut checks = vec![Check {
+        name: "configuration",
+        ok: true,
+        detail: "loaded and valid".into(),
+    }];
+
+    checks.push(check("Redis", redis(app).await));
+    checks.push(check("records", records(app).await));
+    checks.push(check("LinkedIn", linkedin(app).await));
+    checks.push(check("Telegram", telegram(app).await));
+    checks.push(Check {
+        name: "image hosts",
+        ok: true,
+        detail: match std::env::var("POSTONCE_IMAGE_HOSTS") {
+            Ok(list) if !list.trim().is_empty() => format!("allowed origins: {list}"),
+            _ => "any public https host (set POSTONCE_IMAGE_HOSTS to narrow it)".into(),
+        },
+    });
+    if c.webhook_secret.is_none() {
+        checks.push(Check {
+            name: "CI route",
+            ok: true,
+            detail: "disabled: POSTONCE_WEBHOOK_SECRET is not set".into(),
+        });
+    }
+    checks
+}
+
+async fn redis(app: &App) -> Result<String, String> {
+    if app.config.redis_url.is_none() {
+        return Ok("REDIS_URL not set: in-process claims (local mode; one process only)".into());
+    }
+    let claims = &app.pipeline.claims;
+    let fix = "check REDIS_URL (redis:// or rediss:// for TLS) and that this function can reach it";
+    match bounded(claims.ping()).await {
+        None => return Err(format!("no answer to PING within {CHECK_TIMEOUT:?}; {fix}")),
+        Some(Err(e)) => return Err(format!("{e}; {fix}")),
+        Some(Ok(())) => {}
+    }
+    let key = PostKey::new("doctor", &format!("check-{:08x}", rand::random::<u32>()))
+        .map_err(|e| e.to_string())?;
+    let token = format!("doctor-{:016x}", rand::random::<u64>());
+    let round_trip = async {
+        let got = claims
+            .acquire(&key, &token, Duration::from_secs(30))
+            .await?;
+        let released = claims.release(&key, &token).await?;
+        Ok::<_, crate::claim::ClaimError>((got, released))
+    };
+    match bounded(round_trip).await {
+        Some(Ok((crate::claim::Acquire::Acquired, true))) => {
+            Ok("PING ok; claim taken and released".into())
+        }
+        Some(Ok(other)) => Err(format!("claim round trip did not behave: {other:?}")),
+        Some(Err(e)) => Err(format!("{e}; {fix}")),
+        None => Err(format!(
+            "claim round trip took longer than {CHECK_TIMEOUT:?}"
+        )),
+    }
+}
+
+async fn records(app: &App) -> Result<String, String> {
+    match bounded(app.pipeline.records.check()).await {
+        Some(Ok(detail)) => Ok(detail),
+        Some(Err(e)) => Err(match &app.config.table {
+            Some(t) => format!("{e}; create it with the SAM template, or `postonce table create` for a local server (table {t})"),
+            None => format!("{e}; check POSTONCE_DATA_DIR"),
+        }),
+        None => Err(format!("no answer within {CHECK_TIMEOUT:?}; check AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB and credentials")),
+    }
+}
+
+async fn linkedin(app: &App) -> Result<String, String> {
+    match bounded(app.pipeline.publisher.check()).await {
+        Some(Ok(detail)) => Ok(detail),
+        Some(Err(PublishError::Rejected { status: 401, .. })) => {
+            Err("token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into())
+        }
+        Some(Err(PublishError::Rejected { status: 426, .. })) => Err(format!(
+            "LINKEDIN_VERSION {} is not active (426): update it to a current YYYYMM",
+            app.config.linkedin_version
+        )),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("no answer within {CHECK_TIMEOUT:?}; check LINKEDIN_API_URL and the network")),
+    }
+}
+
+async fn telegram(app: &App) -> Result<String, String> {
+    let Some(tg) = &app.telegram else {
+        return Ok("TELEGRAM_BOT_TOKEN not set: reports go to the log".into());
+    };
+    let me = match bounded(tg.call("getMe", &json!({}))).await {
+        Some(Ok(me)) => me,
+        Some(Err(e)) => return Err(format!("getMe: {e}; check TELEGRAM_BOT_TOKEN")),
+        None => return Err(format!("getMe: no answer within {CHECK_TIMEOUT:?}")),
+    };
+    let name = me
+        .get("username")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    let info = match bounded(tg.call("getWebhookInfo", &json!({}))).await {
+        Some(Ok(info)) => info,
+        Some(Err(e)) => return Err(format!("bot @{name}; getWebhookInfo: {e}")),
+        None => {
+            return Err(format!(
+                "bot @{name}; getWebhookInfo: no answer within {CHECK_TIMEOUT:?}"
+            ))
+        }
+    };
+    let url = info.get("url").and_then(Value::as_str).unwrap_or("");
+    let mut detail = format!(
+        "bot @{name}; webhook {}",
+        if url.is_empty() {
+            "not set (postonce telegram set-webhook --url …)"
+        } else {
+            url
+        }
+    );
+    if let Some(err) = info.get("last_error_message").and_then(Value::as_str) {
+        detail.push_str(&format!("; last delivery error: {err}"));
+    }
+    if app.config.telegram_webhook_secret.is_none() || app.config.telegram_allowed_users.is_none() {
+        return Err(format!("{detail}; the /telegram route needs TELEGRAM_WEBHOOK_SECRET and TELEGRAM_ALLOWED_USERS"));
+    }
+    Ok(detail)
+}
+
+/// Registers the webhook with the secret token and only callback queries, then returns
+/// getWebhookInfo.
+///
+/// # Errors
+/// A message naming the missing variable or Telegram's answer.
+pub async fn set_webhook(app: &App, url: &str) -> Result<Value, String> {
+    let tg = app
+        .telegram
+        .as_ref()
+        .ok_or("TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID must be set")?;
+    let secret = app
+        .config
+        .telegram_webhook_secret
+        .as_ref()
+        .ok_or("TELEGRAM_WEBHOOK_SECRET must be set: Telegram sends it back in X-Telegram-Bot-Api-Secret-Token")?;
+    let parsed = url::Url::parse(url).map_err(|e| format!("--url: {e}"))?;
+    if parsed.scheme() != "https" {
+        return Err("--url: Telegram only delivers to https URLs".into());
+    }
+    let body = json!({
+        "url": url,
+        "secret_token": secret.expose(),
+        "allowed_updates": ["callback_query"],
+    });
+    bounded(tg.call("setWebhook", &body))
+        .await
+        .ok_or("setWebhook: no answer")?
+        .map_err(|e| format!("setWebhook: {e}"))?;
+    bounded(tg.call("getWebhookInfo", &json!({})))
+        .await
+        .ok_or("getWebhookInfo: no answer")?
+        .map_err(|e| format!("getWebhookInfo: {e}"))
+}
