@@ -1,0 +1,429 @@
+//! The exactly-once pipeline against real redis-server and DynamoDB Local (and the local store
+//! with in-process claims), with LinkedIn and the image host as wire-format fakes. Each test
+//! names the DESIGN.md rule it guards.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use postonce::claim::redis::RedisClaims;
+use postonce::claim::{Acquire, ClaimStore, ClaimValue};
+use postonce::config::Secret;
+use postonce::outcome::OutcomeKind;
+use postonce::record::{DraftStatus, PostedRecord, PutPosted};
+use support::env::{Env, Stores};
+use support::linkedin::Mode;
+use support::services::{DynamoProcess, RedisServer};
+
+fn claim_value(env: &Env, key: &postonce::key::PostKey) -> String {
+    env.redis().cli(&["GET", &format!("claim:{key}")])
+}
+
+async fn race(env: &Env, runs: usize, apps: usize) -> Vec<OutcomeKind> {
+    let key = env.key();
+    let content = env.content("Racing to post this once #rust");
+    let mut handles = Vec::new();
+    let mut pool = vec![env.app.clone()];
+    for _ in 1..apps {
+        pool.push(env.another_app().await);
+    }
+    for i in 0..runs {
+        let app = pool[i % pool.len()].clone();
+        let req = env.request(&key, Some(content.clone()));
+        let dl = env.deadline();
+        handles.push(tokio::spawn(async move { app.pipeline.run(req, dl).await.outcome }));
+    }
+    let mut outcomes = Vec::new();
+    for h in handles {
+        outcomes.push(h.await.expect("run task"));
+    }
+    outcomes
+}
+
+fn assert_one_post(env: &Env, outcomes: &[OutcomeKind]) {
+    assert_eq!(env.linkedin.create_requests(), 1, "exactly one create-post request");
+    assert_eq!(env.linkedin.posts_created(), 1);
+    let posted = outcomes.iter().filter(|o| **o == OutcomeKind::Posted).count();
+    assert_eq!(posted, 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, OutcomeKind::Posted | OutcomeKind::BeingPosted | OutcomeKind::AlreadyPosted)),
+        "{outcomes:?}"
+    );
+    println!(
+        "race: {} runs -> posted {}, being_posted {}, already_posted {}; create-post requests at the fake: {}",
+        outcomes.len(),
+        posted,
+        outcomes.iter().filter(|o| **o == OutcomeKind::BeingPosted).count(),
+        outcomes.iter().filter(|o| **o == OutcomeKind::AlreadyPosted).count(),
+        env.linkedin.create_requests()
+    );
+}
+
+/// Rules 1-3: 50 runs of one key started together, across 5 separate sets of clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_racing_runs_post_once_real_stores() {
+    let env = Env::start().await;
+    let outcomes = race(&env, 50, 5).await;
+    assert_one_post(&env, &outcomes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_racing_runs_post_once_local_stores() {
+    let env = Env::local().await;
+    let outcomes = race(&env, 50, 1).await;
+    assert_one_post(&env, &outcomes);
+}
+
+/// The happy path: posted with the right wire format; the claim is released; the record and
+/// draft agree; the same command again answers already_posted without calling LinkedIn.
+#[tokio::test]
+async fn posts_then_answers_already_posted() {
+    let env = Env::start().await;
+    let key = env.key();
+    let caption = "Ship it (v2) #rust with C# & a_b @[Ada](urn:li:person:abc)";
+    let first = env.post(&key, caption).await;
+    assert_eq!(first.outcome, OutcomeKind::Posted, "{first:?}");
+    let urn = first.urn.clone().expect("urn");
+    assert!(urn.starts_with("urn:li:share:"));
+    assert_eq!(env.linkedin.bad_headers(), 0);
+    let body = env.linkedin.last_create_body();
+    assert_eq!(body["commentary"], r"Ship it \(v2\) #rust with C\# & a\_b @[Ada](urn:li:person:abc)");
+    assert_eq!(body["author"], "urn:li:person:tester1");
+    assert_eq!(body["content"]["media"]["altText"], "A gradient");
+    assert_eq!(env.linkedin.uploads(), 1);
+    assert_eq!(claim_value(&env, &key), "", "claim released");
+    let st = env.status(&key).await;
+    assert_eq!(st.snapshot.record.as_ref().and_then(|r| r.urn.clone()), Some(urn.clone()));
+    assert_eq!(st.snapshot.draft.as_ref().map(|d| d.status), Some(DraftStatus::Posted));
+    assert!(st.snapshot.draft.as_ref().and_then(|d| d.expires_at).is_some());
+
+    let again = env.post(&key, caption).await;
+    assert_eq!(again.outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(again.urn, Some(urn));
+    let retry = env.retry(&key).await;
+    assert_eq!(retry.outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(env.linkedin.create_requests(), 1);
+    assert_eq!(env.images.hits("/cover.png").await, 1, "already_posted fetches nothing");
+}
+
+/// Rule 6: LinkedIn accepted, the record write failed (DynamoDB stopped) → posted_not_recorded,
+/// the claim kept with the URN and a long TTL; an instant second run does not post; once
+/// DynamoDB is back a run repairs the record. Exactly one create-post throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_write_failure_keeps_the_claim_and_repairs_later() {
+    let dynamo = DynamoProcess::start();
+    let env = Env::with(Stores::Real, &[("AWS_ENDPOINT_URL_DYNAMODB", &dynamo.endpoint())]).await;
+    let key = env.key();
+    env.linkedin.set_create_mode(Mode::AcceptThenHang(Duration::from_millis(800)));
+    let run = {
+        let app = env.app.clone();
+        let req = env.request(&key, Some(env.content("Recorded later")));
+        let dl = env.deadline();
+        tokio::spawn(async move { app.pipeline.run(req, dl).await })
+    };
+    // Stop DynamoDB once create-post has reached LinkedIn (the intent write came before it).
+    let begun = Instant::now();
+    while env.linkedin.create_requests() == 0 {
+        assert!(begun.elapsed() < Duration::from_secs(10), "create-post never arrived");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    dynamo.pause();
+    let outcome = run.await.expect("run");
+    assert_eq!(outcome.outcome, OutcomeKind::PostedNotRecorded, "{outcome:?}");
+    let urn = outcome.urn.clone().expect("urn in the report");
+    assert_eq!(claim_value(&env, &key), format!("posted:{urn}"));
+    let ttl: u64 = env.redis().cli(&["TTL", &format!("claim:{key}")]).parse().expect("ttl");
+    assert!(ttl > 40, "kept claim outlives the claim TTL: {ttl}s");
+
+    env.linkedin.set_create_mode(Mode::Normal);
+    let second = env.retry(&key).await;
+    assert_eq!(second.outcome, OutcomeKind::PostedNotRecorded, "{second:?}");
+    assert_eq!(env.linkedin.create_requests(), 1);
+
+    dynamo.resume();
+    let third = env.retry(&key).await;
+    assert_eq!(third.outcome, OutcomeKind::AlreadyPosted, "{third:?}");
+    assert_eq!(third.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(claim_value(&env, &key), "", "repaired: the kept claim is dropped");
+    let st = env.status(&key).await;
+    assert_eq!(st.snapshot.record.and_then(|r| r.urn), Some(urn));
+    let fourth = env.retry(&key).await;
+    assert_eq!(fourth.outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(env.linkedin.create_requests(), 1);
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Rule 1: Redis unreachable → failed (retryable); nothing fetched, uploaded or posted.
+#[tokio::test]
+async fn redis_down_fails_closed() {
+    let mut env = Env::start().await;
+    let key = env.key();
+    if let Some(r) = env.redis.as_mut() {
+        r.kill();
+    }
+    let outcome = env.post(&key, "No claim, no post").await;
+    assert_eq!(outcome.outcome, OutcomeKind::Failed, "{outcome:?}");
+    assert!(outcome.retryable);
+    assert_eq!(outcome.http_status(), 503);
+    assert_eq!(env.linkedin.total_requests().await, 0);
+    assert_eq!(env.images.total_hits().await, 0);
+    // The draft is kept for a later retry.
+    let snapshot = env.app.pipeline.records.load(&key).await.expect("load");
+    let draft = snapshot.draft.expect("draft kept");
+    assert_eq!(draft.status, DraftStatus::Failed);
+    assert!(draft.retryable && draft.next_retry_at.is_some());
+}
+
+/// Rules 1 and 4: Redis that hangs (SIGSTOP) → the run ends within the Redis budget, fails closed.
+#[tokio::test]
+async fn redis_paused_fails_within_budget() {
+    let env = Env::start().await;
+    let key = env.key();
+    env.redis().pause();
+    let begun = Instant::now();
+    let outcome = env.post(&key, "Paused Redis").await;
+    let took = begun.elapsed();
+    env.redis().resume();
+    assert_eq!(outcome.outcome, OutcomeKind::Failed, "{outcome:?}");
+    assert!(outcome.retryable);
+    assert!(took < Duration::from_millis(1000 + 2500), "took {took:?}");
+    assert_eq!(env.linkedin.total_requests().await, 0);
+}
+
+/// Rules 4 and 7: create-post hangs → the run ends within its budget plus a small margin,
+/// outcome unknown, claim released, draft `unknown`; the next run re-sends the identical
+/// request and LinkedIn's duplicate answer shows the post exists: 1 post in all.
+#[tokio::test]
+async fn hanging_create_post_is_unknown_then_reconciled() {
+    let env = Env::start().await;
+    let key = env.key();
+    env.linkedin.set_create_mode(Mode::AcceptThenHang(Duration::from_secs(30)));
+    let begun = Instant::now();
+    let outcome = env.post(&key, "Did it land?").await;
+    let took = begun.elapsed();
+    assert_eq!(outcome.outcome, OutcomeKind::Unknown, "{outcome:?}");
+    assert_eq!(outcome.http_status(), 202);
+    assert!(took < Duration::from_millis(1500 + 1500), "took {took:?}");
+    assert_eq!(claim_value(&env, &key), "", "claim released");
+    let draft = env.status(&key).await.snapshot.draft.expect("draft");
+    assert_eq!(draft.status, DraftStatus::Unknown);
+    let pending = draft.pending.expect("the attempt is kept");
+    assert!(pending.image_urn.starts_with("urn:li:image:"));
+
+    env.linkedin.set_create_mode(Mode::Normal);
+    let later = env.retry(&key).await;
+    assert_eq!(later.outcome, OutcomeKind::AlreadyPosted, "{later:?}");
+    assert_eq!(env.linkedin.posts_created(), 1);
+    assert_eq!(later.urn, Some(env.linkedin.posts()[0].urn.clone()));
+    assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Rule 7: a hang that created nothing → the identical re-send creates it once.
+#[tokio::test]
+async fn hanging_create_post_that_created_nothing_is_posted_by_the_next_run() {
+    let env = Env::start().await;
+    let key = env.key();
+    env.linkedin.set_create_mode(Mode::Hang(Duration::from_secs(30)));
+    assert_eq!(env.post(&key, "Lost in transit").await.outcome, OutcomeKind::Unknown);
+    env.linkedin.set_create_mode(Mode::Normal);
+    let later = env.retry(&key).await;
+    assert_eq!(later.outcome, OutcomeKind::Posted, "{later:?}");
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Rule 7: past the reconciliation window a later run does not post: it asks the owner.
+#[tokio::test]
+async fn unknown_past_the_window_is_not_posted_again() {
+    let env = Env::with(Stores::Real, &[("POSTONCE_RECONCILE_WINDOW_S", "1")]).await;
+    let key = env.key();
+    env.linkedin.set_create_mode(Mode::Status(502));
+    assert_eq!(env.post(&key, "Five oh two").await.outcome, OutcomeKind::Unknown);
+    env.linkedin.set_create_mode(Mode::Normal);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let later = env.retry(&key).await;
+    assert_eq!(later.outcome, OutcomeKind::Unknown, "{later:?}");
+    assert_eq!(env.linkedin.create_requests(), 1, "create-post is never repeated blindly");
+    assert_eq!(later.buttons().len(), 2);
+}
+
+/// Rule 8: create-post is never repeated inside a run, even on a 5xx; a 4xx is not ambiguous.
+#[tokio::test]
+async fn create_post_errors_are_classified_and_never_retried_in_the_run() {
+    let env = Env::start().await;
+    for (status, kind, retryable, exit) in [
+        (500, OutcomeKind::Unknown, false, 5),
+        (401, OutcomeKind::Failed, false, 1),
+        (403, OutcomeKind::Failed, false, 1),
+        (426, OutcomeKind::Failed, false, 1),
+        (429, OutcomeKind::Failed, true, 4),
+    ] {
+        let key = env.key();
+        let before = env.linkedin.create_requests();
+        env.linkedin.set_create_mode(Mode::Status(status));
+        let o = env.post(&key, &format!("status {status}")).await;
+        assert_eq!((o.outcome, o.retryable, o.exit_code()), (kind, retryable, exit), "{status}: {o:?}");
+        assert_eq!(env.linkedin.create_requests() - before, 1, "{status}: one create-post");
+        if status == 426 {
+            assert!(o.detail.contains("LINKEDIN_VERSION"), "{}", o.detail);
+        }
+        if status == 401 {
+            assert!(o.detail.contains("re-authorize"), "{}", o.detail);
+        }
+        let draft = env.status(&key).await.snapshot.draft.expect("draft");
+        let expected = if kind == OutcomeKind::Unknown { DraftStatus::Unknown } else { DraftStatus::Failed };
+        assert_eq!(draft.status, expected, "{status}");
+    }
+    env.linkedin.set_create_mode(Mode::Normal);
+}
+
+/// Rule 8: safe calls are retried with backoff inside the budget.
+#[tokio::test]
+async fn safe_calls_are_retried() {
+    let env = Env::start().await;
+    let key = env.key();
+    env.linkedin.set_init_mode(Mode::StatusTimes(503, 1));
+    env.linkedin.set_upload_mode(Mode::StatusTimes(500, 1));
+    let mut content = env.content("Flaky but fine");
+    content.image = env.images.url("/flaky.png");
+    let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+    assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(env.images.hits("/flaky.png").await, 3);
+    assert_eq!(env.linkedin.init_requests(), 2);
+    assert_eq!(env.linkedin.create_requests(), 1);
+}
+
+/// Image policy: oversized, wrong type, lying type, disallowed origin, cross-origin redirect,
+/// 404 → failed (permanent), nothing posted. Same-origin redirects are followed.
+#[tokio::test]
+async fn bad_images_are_refused_and_nothing_is_posted() {
+    let env = Env::start().await;
+    let other = support::images::ImageHost::start().await;
+    env.images.redirect_away_to(&other.url("/cover.png")).await;
+    for p in ["/huge.png", "/page.html", "/fake.png", "/redirect-away", "/missing.png"] {
+        let key = env.key();
+        let mut content = env.content("Bad image");
+        content.image = env.images.url(p);
+        let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+        assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{p}: {o:?}");
+        assert_eq!(o.http_status(), 422);
+    }
+    for url in [other.url("/cover.png"), "https://169.254.169.254/latest/meta-data".into(), "file:///etc/passwd".into()] {
+        let key = env.key();
+        let mut content = env.content("Bad origin");
+        content.image = url.clone();
+        let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+        assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{url}: {o:?}");
+    }
+    assert_eq!(other.total_hits().await, 0, "the disallowed host was never contacted");
+    assert_eq!(env.linkedin.total_requests().await, 0);
+
+    let key = env.key();
+    let mut content = env.content("Same-origin redirect is fine");
+    content.image = env.images.url("/redirect-same");
+    let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+    assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
+}
+
+/// Rule 5: release is compare-and-delete: a run whose claim expired and was taken by another
+/// run never deletes the other run's claim (real Redis).
+#[tokio::test]
+async fn release_never_deletes_another_runs_claim() {
+    let redis = RedisServer::start();
+    let claims = RedisClaims::new(&Secret::new(redis.url()), Duration::from_secs(2)).expect("client");
+    let key = postonce::key::PostKey::new("blog", "expired").expect("key");
+    assert_eq!(claims.acquire(&key, "run-a", Duration::from_secs(1)).await.expect("a"), Acquire::Acquired);
+    assert_eq!(
+        claims.acquire(&key, "run-b", Duration::from_secs(60)).await.expect("b"),
+        Acquire::Held(Some(ClaimValue::Run("run-a".into())))
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(claims.acquire(&key, "run-b", Duration::from_secs(60)).await.expect("b"), Acquire::Acquired);
+    assert!(!claims.release(&key, "run-a").await.expect("release a"));
+    assert_eq!(redis.cli(&["GET", "claim:blog-expired"]), "run-b");
+    assert!(!claims.keep_posted(&key, "run-a", "urn:li:share:1", Duration::from_secs(600)).await.expect("keep"));
+    assert_eq!(redis.cli(&["GET", "claim:blog-expired"]), "run-b");
+    assert!(claims.release(&key, "run-b").await.expect("release b"));
+    assert_eq!(redis.cli(&["EXISTS", "claim:blog-expired"]), "0");
+}
+
+/// Rule 3: the record write is conditional: of 20 racing writes exactly one creates it, the
+/// others see the winner (DynamoDB Local and the local store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn record_write_is_create_if_absent() {
+    for env in [Env::start().await, Env::local().await] {
+        let key = env.key();
+        let mut handles = Vec::new();
+        for i in 0..20 {
+            let store = env.app.pipeline.records.clone();
+            let record = PostedRecord {
+                key: key.to_string(),
+                urn: Some(format!("urn:li:share:{i}")),
+                posted_at: 1,
+                run: format!("run-{i}"),
+                source: "test".into(),
+                caption_hash: None,
+            };
+            handles.push(tokio::spawn(async move { store.put_posted(&record, 1, 2).await }));
+        }
+        let mut created = 0;
+        let mut winners = Vec::new();
+        for h in handles {
+            match h.await.expect("task").expect("write") {
+                PutPosted::Created => created += 1,
+                PutPosted::Exists(r) => winners.push(r.urn),
+            }
+        }
+        assert_eq!(created, 1);
+        let stored = env.app.pipeline.records.load(&key).await.expect("load").record.expect("record");
+        assert!(winners.iter().all(|w| *w == stored.urn), "every loser saw the winner");
+    }
+}
+
+/// Rule 4: an invocation whose deadline would outlast the claim is refused before claiming.
+#[tokio::test]
+async fn a_run_longer_than_the_claim_ttl_is_refused() {
+    let env = Env::start().await;
+    let key = env.key();
+    let req = env.request(&key, Some(env.content("Too long a run")));
+    let dl = postonce::budget::Deadline::after(Duration::from_secs(41));
+    let o = env.app.pipeline.run(req, dl).await;
+    assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{o:?}");
+    assert!(o.detail.contains("POSTONCE_CLAIM_TTL_S"));
+    assert_eq!(env.linkedin.total_requests().await, 0);
+    assert_eq!(claim_value(&env, &key), "");
+}
+
+/// Start-up is refused, naming both values, when the claim TTL does not exceed the timeout.
+#[test]
+fn startup_refuses_a_claim_ttl_not_above_the_function_timeout() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .args(["post", "--kind", "blog", "--slug", "x"])
+        .env("POSTONCE_CLAIM_TTL_S", "60")
+        .env("POSTONCE_FUNCTION_TIMEOUT_S", "60")
+        .env("POSTONCE_DATA_DIR", std::env::temp_dir().join("postonce-ttl-test"))
+        .output()
+        .expect("run postonce");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("POSTONCE_CLAIM_TTL_S") && err.contains("60s") && err.contains("POSTONCE_FUNCTION_TIMEOUT_S"), "{err}");
+}
+
+/// Posting the stored draft (Retry) uses the draft the trigger stored; no draft → permanent.
+#[tokio::test]
+async fn retry_posts_the_stored_draft() {
+    for env in [Env::start().await, Env::local().await] {
+        let key = env.key();
+        env.linkedin.set_create_mode(Mode::Status(429));
+        let first = env.post(&key, "Stored for later").await;
+        assert_eq!((first.outcome, first.retryable), (OutcomeKind::Failed, true));
+        env.linkedin.set_create_mode(Mode::Normal);
+        let retried = env.retry(&key).await;
+        assert_eq!(retried.outcome, OutcomeKind::Posted, "{retried:?}");
+        assert_eq!(env.linkedin.posts()[0].commentary, "Stored for later");
+        let missing = env.retry(&env.key()).await;
+        assert_eq!((missing.outcome, missing.retryable), (OutcomeKind::Failed, false));
+    }
+}

@@ -1,0 +1,181 @@
+//! A complete test environment: real Redis and DynamoDB Local (or the local store and
+//! in-process claims), the LinkedIn, Telegram and image host fakes, and an [`App`] wired to them
+//! through the same configuration variables a user sets.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use postonce::app::App;
+use postonce::budget::Deadline;
+use postonce::config::Config;
+use postonce::key::PostKey;
+use postonce::outcome::Outcome;
+use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
+use postonce::record::DraftContent;
+
+use super::images::ImageHost;
+use super::linkedin::LinkedInFake;
+use super::services::{dynamodb_endpoint, unique, RedisServer};
+use super::telegram::TelegramFake;
+
+pub const LI_TOKEN: &str = "AQV-test-linkedin-token-SECRET1";
+pub const TG_TOKEN: &str = "123456:tg-test-bot-token-SECRET2";
+pub const TG_SECRET: &str = "tg-webhook-SECRET3";
+pub const CI_SECRET: &str = "ci-hmac-webhook-SECRET4-0123456789";
+pub const OWNER: i64 = 4242;
+pub const CHAT: i64 = 777;
+
+/// Which stores back the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stores {
+    /// redis-server and DynamoDB Local.
+    Real,
+    /// The local file store and in-process claims.
+    Local,
+}
+
+pub struct Env {
+    pub redis: Option<RedisServer>,
+    pub linkedin: LinkedInFake,
+    pub images: ImageHost,
+    pub telegram: TelegramFake,
+    pub vars: HashMap<String, String>,
+    pub app: Arc<App>,
+    pub data_dir: Option<tempfile::TempDir>,
+}
+
+impl Env {
+    pub async fn start() -> Self {
+        Self::with(Stores::Real, &[]).await
+    }
+
+    pub async fn local() -> Self {
+        Self::with(Stores::Local, &[]).await
+    }
+
+    /// An environment with `overrides` applied to the variables (an empty value removes one).
+    pub async fn with(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        let linkedin = LinkedInFake::start(LI_TOKEN).await;
+        let images = ImageHost::start().await;
+        let telegram = TelegramFake::start(TG_TOKEN).await;
+        let mut vars: HashMap<String, String> = [
+            ("LINKEDIN_ACCESS_TOKEN", LI_TOKEN.to_owned()),
+            ("LINKEDIN_AUTHOR", "urn:li:person:tester1".to_owned()),
+            ("LINKEDIN_VERSION", "202610".to_owned()),
+            ("LINKEDIN_API_URL", linkedin.uri()),
+            ("TELEGRAM_BOT_TOKEN", TG_TOKEN.to_owned()),
+            ("TELEGRAM_CHAT_ID", CHAT.to_string()),
+            ("TELEGRAM_API_URL", telegram.uri()),
+            ("TELEGRAM_WEBHOOK_SECRET", TG_SECRET.to_owned()),
+            ("TELEGRAM_ALLOWED_USERS", format!("{OWNER},99")),
+            ("POSTONCE_WEBHOOK_SECRET", CI_SECRET.to_owned()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "20".to_owned()),
+            ("POSTONCE_CLAIM_TTL_S", "40".to_owned()),
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", "1500".to_owned()),
+            ("POSTONCE_IMAGE_TIMEOUT_MS", "1500".to_owned()),
+            ("POSTONCE_REDIS_TIMEOUT_MS", "1000".to_owned()),
+            ("POSTONCE_DYNAMODB_TIMEOUT_MS", "2000".to_owned()),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1500".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut redis = None;
+        let mut data_dir = None;
+        match stores {
+            Stores::Real => {
+                let r = RedisServer::start();
+                vars.insert("REDIS_URL".into(), r.url());
+                redis = Some(r);
+                vars.insert("POSTONCE_TABLE".into(), unique("postonce-test-"));
+                vars.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), dynamodb_endpoint());
+                vars.insert("AWS_REGION".into(), "us-east-1".into());
+                vars.insert("AWS_ACCESS_KEY_ID".into(), "test".into());
+                vars.insert("AWS_SECRET_ACCESS_KEY".into(), "test".into());
+            }
+            Stores::Local => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                vars.insert("POSTONCE_DATA_DIR".into(), dir.path().display().to_string());
+                data_dir = Some(dir);
+            }
+        }
+        for (k, v) in overrides {
+            if v.is_empty() {
+                vars.remove(*k);
+            } else {
+                vars.insert((*k).to_owned(), (*v).to_owned());
+            }
+        }
+        let app = Arc::new(build(&vars).await);
+        if let Some(dynamo) = &app.dynamo {
+            dynamo.create_table().await.expect("create the test table in DynamoDB Local");
+        }
+        Self {
+            redis,
+            linkedin,
+            images,
+            telegram,
+            vars,
+            app,
+            data_dir,
+        }
+    }
+
+    /// Another process's worth of clients over the same services (a second Lambda sandbox).
+    pub async fn another_app(&self) -> Arc<App> {
+        Arc::new(build(&self.vars).await)
+    }
+
+    pub fn redis(&self) -> &RedisServer {
+        self.redis.as_ref().expect("this environment has a redis-server")
+    }
+
+    pub fn key(&self) -> PostKey {
+        PostKey::new("blog", &unique("post-")).expect("valid key")
+    }
+
+    pub fn content(&self, caption: &str) -> DraftContent {
+        DraftContent {
+            caption: caption.to_owned(),
+            image: self.images.url("/cover.png"),
+            link: None,
+            alt: Some("A gradient".into()),
+        }
+    }
+
+    pub fn request(&self, key: &PostKey, content: Option<DraftContent>) -> PostRequest {
+        PostRequest {
+            key: key.clone(),
+            content,
+            action: Action::Post,
+            source: Source::Cli,
+            run_id: new_run_id(),
+            reply_to: None,
+        }
+    }
+
+    pub fn deadline(&self) -> Deadline {
+        Deadline::after(self.app.config.function_timeout)
+    }
+
+    /// One run with a fresh draft for `key`.
+    pub async fn post(&self, key: &PostKey, caption: &str) -> Outcome {
+        let req = self.request(key, Some(self.content(caption)));
+        self.app.pipeline.run(req, self.deadline()).await
+    }
+
+    /// One run of the stored draft (a Retry).
+    pub async fn retry(&self, key: &PostKey) -> Outcome {
+        self.app.pipeline.run(self.request(key, None), self.deadline()).await
+    }
+
+    pub async fn status(&self, key: &PostKey) -> postonce::pipeline::Status {
+        self.app.pipeline.status(key, &self.deadline()).await.expect("status readable")
+    }
+}
+
+pub async fn build(vars: &HashMap<String, String>) -> App {
+    let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("test configuration is valid");
+    App::build(config).await.expect("app builds")
+}

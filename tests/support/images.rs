@@ -1,0 +1,98 @@
+//! An image host fake: valid PNG/JPEG/GIF, an oversized image, HTML, a lying content type,
+//! same- and cross-origin redirects, a flaky path and a slow one. Counts hits per path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// A tiny valid PNG (the repository's example cover).
+pub fn png_bytes() -> Vec<u8> {
+    std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cover.png")).expect("examples/cover.png")
+}
+
+/// A minimal valid 1x1 GIF.
+pub fn gif_bytes() -> Vec<u8> {
+    let mut g = b"GIF89a".to_vec();
+    g.extend_from_slice(&[1, 0, 1, 0, 0x80, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF]);
+    g.extend_from_slice(&[0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B]);
+    g
+}
+
+pub struct ImageHost {
+    server: Arc<MockServer>,
+}
+
+impl ImageHost {
+    pub async fn start() -> Self {
+        let server = Arc::new(MockServer::start().await);
+        let png = png_bytes();
+        let serve = |p: &str, t: ResponseTemplate| Mock::given(method("GET")).and(path(p.to_owned())).respond_with(t);
+        serve("/cover.png", ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png"))
+            .mount(&server)
+            .await;
+        serve("/cover.gif", ResponseTemplate::new(200).set_body_raw(gif_bytes(), "image/gif"))
+            .mount(&server)
+            .await;
+        let mut huge = png.clone();
+        huge.resize(9 * 1024 * 1024, 0);
+        serve("/huge.png", ResponseTemplate::new(200).set_body_raw(huge, "image/png"))
+            .mount(&server)
+            .await;
+        serve("/page.html", ResponseTemplate::new(200).set_body_raw(b"<html>hi</html>".to_vec(), "text/html"))
+            .mount(&server)
+            .await;
+        serve("/fake.png", ResponseTemplate::new(200).set_body_raw(b"<html>not a png</html>".to_vec(), "image/png"))
+            .mount(&server)
+            .await;
+        serve("/missing.png", ResponseTemplate::new(404)).mount(&server).await;
+        serve("/redirect-same", ResponseTemplate::new(302).insert_header("location", "/cover.png"))
+            .mount(&server)
+            .await;
+        serve("/slow.png", ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png").set_delay(Duration::from_secs(30)))
+            .mount(&server)
+            .await;
+        // Flaky: two 503s, then the image.
+        Mock::given(method("GET"))
+            .and(path("/flaky.png"))
+            .respond_with(ResponseTemplate::new(503))
+            .up_to_n_times(2)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        serve("/flaky.png", ResponseTemplate::new(200).set_body_raw(png, "image/png"))
+            .with_priority(2)
+            .mount(&server)
+            .await;
+        Self { server }
+    }
+
+    /// Adds `/redirect-away` → `target` (another origin).
+    pub async fn redirect_away_to(&self, target: &str) {
+        Mock::given(method("GET"))
+            .and(path("/redirect-away"))
+            .respond_with(ResponseTemplate::new(302).insert_header("location", target))
+            .mount(&self.server)
+            .await;
+    }
+
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    pub fn url(&self, p: &str) -> String {
+        format!("{}{p}", self.server.uri())
+    }
+
+    pub async fn hits(&self, p: &str) -> usize {
+        self.server
+            .received_requests()
+            .await
+            .map_or(0, |r| r.iter().filter(|r| r.url.path() == p).count())
+    }
+
+    pub async fn total_hits(&self) -> usize {
+        self.server.received_requests().await.map_or(0, |r| r.len())
+    }
+}

@@ -1,0 +1,296 @@
+//! A LinkedIn fake that speaks API-NOTES.md: versioned headers, initializeUpload, the upload
+//! PUT, create-post with `x-restli-id`, the exact error bodies, and LinkedIn's duplicate-content
+//! answer. It counts every create-post request and every post it created.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path, path_regex, query_param};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// How a step answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Answer this status with LinkedIn's error body.
+    Status(u16),
+    /// Answer this status `n` times, then normally.
+    StatusTimes(u16, u32),
+    /// Create nothing, answer only after the delay.
+    Hang(Duration),
+    /// Create the post, then answer 201 only after the delay.
+    AcceptThenHang(Duration),
+}
+
+#[derive(Debug, Clone)]
+pub struct Post {
+    pub urn: String,
+    pub commentary: String,
+    pub image: String,
+    pub alt: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    posts: Vec<Post>,
+    create_requests: u64,
+    init_requests: u64,
+    uploads: u64,
+    create_mode: Option<Mode>,
+    init_mode: Option<Mode>,
+    upload_mode: Option<Mode>,
+    last_create_body: Value,
+    bad_headers: u64,
+}
+
+#[derive(Clone)]
+pub struct LinkedInFake {
+    server: Arc<MockServer>,
+    state: Arc<Mutex<State>>,
+    token: String,
+}
+
+pub fn error_body(status: u16) -> Value {
+    match status {
+        401 => json!({"message": "Empty oauth2_access_token", "serviceErrorCode": 65604, "status": 401}),
+        403 => json!({"message": "Not enough permissions to access: partnerApiPostsExternal.CREATE.20240101", "serviceErrorCode": 100, "status": 403}),
+        426 => json!({"status": 426, "code": "NONEXISTENT_VERSION", "message": "Requested version 20240901 is not active"}),
+        429 => json!({"message": "Resource level throttle APPLICATION DAY limit for calls to this resource is reached.", "status": 429}),
+        s => json!({"message": "Internal Server Error", "status": s}),
+    }
+}
+
+fn duplicate_body(urn: &str) -> Value {
+    json!({
+        "errorDetailType": "com.linkedin.common.error.BadRequest",
+        "message": format!("com.linkedin.content.common.exception.BadRequestResponseException: Content is a duplicate of {urn}"),
+        "errorDetails": {"inputErrors": [{"description": "Duplicate post is detected", "input": {}, "code": "DUPLICATE_POST"}]},
+        "status": 422
+    })
+}
+
+fn header<'a>(req: &'a Request, name: &str) -> &'a str {
+    req.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+/// Applies a fault mode; `None` means "answer normally".
+fn fault(mode: &mut Option<Mode>) -> Option<ResponseTemplate> {
+    match mode.unwrap_or(Mode::Normal) {
+        Mode::Normal | Mode::AcceptThenHang(_) => None,
+        Mode::Status(s) => Some(ResponseTemplate::new(s).set_body_json(error_body(s))),
+        Mode::StatusTimes(s, n) => {
+            *mode = if n <= 1 { Some(Mode::Normal) } else { Some(Mode::StatusTimes(s, n - 1)) };
+            Some(ResponseTemplate::new(s).set_body_json(error_body(s)))
+        }
+        Mode::Hang(d) => Some(ResponseTemplate::new(500).set_delay(d)),
+    }
+}
+
+struct Api {
+    state: Arc<Mutex<State>>,
+    token: String,
+    base: String,
+    route: Route,
+}
+
+#[derive(Clone, Copy)]
+enum Route {
+    Init,
+    Upload,
+    Create,
+}
+
+impl Api {
+    fn headers_ok(&self, req: &Request, versioned: bool) -> bool {
+        let auth_ok = header(req, "authorization") == format!("Bearer {}", self.token);
+        if !versioned {
+            return auth_ok;
+        }
+        let v = header(req, "linkedin-version");
+        auth_ok
+            && v.len() == 6
+            && v.chars().all(|c| c.is_ascii_digit())
+            && header(req, "x-restli-protocol-version") == "2.0.0"
+            && header(req, "content-type").starts_with("application/json")
+    }
+}
+
+impl Respond for Api {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match self.route {
+            Route::Init => {
+                st.init_requests += 1;
+                if !self.headers_ok(req, true) {
+                    st.bad_headers += 1;
+                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                }
+                if let Some(r) = fault(&mut st.init_mode) {
+                    return r;
+                }
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let owner = body.pointer("/initializeUploadRequest/owner").and_then(Value::as_str).unwrap_or("");
+                if !(owner.starts_with("urn:li:person:") || owner.starts_with("urn:li:organization:")) {
+                    return ResponseTemplate::new(422).set_body_json(json!({"message": "owner is invalid", "status": 422}));
+                }
+                st.next += 1;
+                let n = st.next;
+                ResponseTemplate::new(200).set_body_json(json!({"value": {
+                    "uploadUrlExpiresAt": 1_900_000_000_000u64,
+                    "uploadUrl": format!("{}/upload/{n}", self.base),
+                    "image": format!("urn:li:image:C4E{n}")
+                }}))
+            }
+            Route::Upload => {
+                if !self.headers_ok(req, false) {
+                    st.bad_headers += 1;
+                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                }
+                if let Some(r) = fault(&mut st.upload_mode) {
+                    return r;
+                }
+                st.uploads += 1;
+                ResponseTemplate::new(201)
+            }
+            Route::Create => {
+                st.create_requests += 1;
+                if !self.headers_ok(req, true) {
+                    st.bad_headers += 1;
+                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                }
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                st.last_create_body = body.clone();
+                let mode = st.create_mode.unwrap_or(Mode::Normal);
+                if let Some(r) = fault(&mut st.create_mode) {
+                    return r;
+                }
+                let commentary = body.get("commentary").and_then(Value::as_str).unwrap_or("").to_owned();
+                let image = body.pointer("/content/media/id").and_then(Value::as_str).unwrap_or("").to_owned();
+                let well_formed = body.get("author").and_then(Value::as_str).is_some_and(|a| a.starts_with("urn:li:"))
+                    && body.get("visibility") == Some(&json!("PUBLIC"))
+                    && body.get("lifecycleState") == Some(&json!("PUBLISHED"))
+                    && body.pointer("/distribution/feedDistribution") == Some(&json!("MAIN_FEED"))
+                    && image.starts_with("urn:li:image:")
+                    && !commentary.is_empty();
+                if !well_formed {
+                    return ResponseTemplate::new(422).set_body_json(json!({"message": "malformed post", "status": 422}));
+                }
+                if let Some(existing) = st.posts.iter().find(|p| p.commentary == commentary) {
+                    return ResponseTemplate::new(422).set_body_json(duplicate_body(&existing.urn));
+                }
+                st.next += 1;
+                let urn = format!("urn:li:share:71{:015}", st.next);
+                st.posts.push(Post {
+                    urn: urn.clone(),
+                    commentary,
+                    image,
+                    alt: body.pointer("/content/media/altText").and_then(Value::as_str).map(str::to_owned),
+                });
+                let answer = ResponseTemplate::new(201).insert_header("x-restli-id", urn.as_str());
+                match mode {
+                    Mode::AcceptThenHang(d) => answer.set_delay(d),
+                    _ => answer,
+                }
+            }
+        }
+    }
+}
+
+impl LinkedInFake {
+    pub async fn start(token: &str) -> Self {
+        let server = Arc::new(MockServer::start().await);
+        let state = Arc::new(Mutex::new(State::default()));
+        let api = |route| Api {
+            state: state.clone(),
+            token: token.to_owned(),
+            base: server.uri(),
+            route,
+        };
+        Mock::given(method("POST"))
+            .and(path("/rest/images"))
+            .and(query_param("action", "initializeUpload"))
+            .respond_with(api(Route::Init))
+            .mount(&server)
+            .await;
+        Mock::given(method("PUT"))
+            .and(path_regex(r"^/upload/\d+$"))
+            .respond_with(api(Route::Upload))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/rest/posts"))
+            .respond_with(api(Route::Create))
+            .mount(&server)
+            .await;
+        // Reading posts needs a restricted permission: nothing may rely on it.
+        Mock::given(method("GET"))
+            .and(path("/rest/posts"))
+            .respond_with(ResponseTemplate::new(403).set_body_json(error_body(403)))
+            .mount(&server)
+            .await;
+        Self {
+            server,
+            state,
+            token: token.to_owned(),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn create_requests(&self) -> u64 {
+        self.with(|s| s.create_requests)
+    }
+
+    pub fn posts_created(&self) -> usize {
+        self.with(|s| s.posts.len())
+    }
+
+    pub fn posts(&self) -> Vec<Post> {
+        self.with(|s| s.posts.clone())
+    }
+
+    pub fn init_requests(&self) -> u64 {
+        self.with(|s| s.init_requests)
+    }
+
+    pub fn uploads(&self) -> u64 {
+        self.with(|s| s.uploads)
+    }
+
+    pub fn bad_headers(&self) -> u64 {
+        self.with(|s| s.bad_headers)
+    }
+
+    pub fn last_create_body(&self) -> Value {
+        self.with(|s| s.last_create_body.clone())
+    }
+
+    pub fn set_create_mode(&self, mode: Mode) {
+        self.with(|s| s.create_mode = Some(mode));
+    }
+
+    pub fn set_init_mode(&self, mode: Mode) {
+        self.with(|s| s.init_mode = Some(mode));
+    }
+
+    pub fn set_upload_mode(&self, mode: Mode) {
+        self.with(|s| s.upload_mode = Some(mode));
+    }
+
+    /// Number of requests of any kind that reached the fake.
+    pub async fn total_requests(&self) -> usize {
+        self.server.received_requests().await.map_or(0, |r| r.len())
+    }
+}

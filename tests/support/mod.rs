@@ -1,0 +1,9 @@
+//! Test support shared by the integration tests: real services, wire-format fakes, and an
+//! environment that wires them to the library. Not every test binary uses every part.
+#![allow(dead_code)]
+
+pub mod env;
+pub mod images;
+pub mod linkedin;
+pub mod services;
+pub mod telegram;
