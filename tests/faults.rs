@@ -21,17 +21,38 @@ fn claim_exists(env: &Env, key: &postonce::key::PostKey) -> bool {
 async fn a_panic_after_claiming_releases_the_claim() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
-    for point in ["after-claim", "after-check", "after-image", "after-initialize-upload", "after-upload"] {
+    for point in [
+        "after-claim",
+        "after-check",
+        "after-image",
+        "after-initialize-upload",
+        "after-upload",
+    ] {
         let key = env.key();
         let before = env.linkedin.create_requests();
         fail::cfg(point, "panic").expect("fail point");
         let outcome = env.post(&key, &format!("panic at {point}")).await;
         fail::remove(point);
-        assert_eq!((outcome.outcome, outcome.retryable), (OutcomeKind::Failed, true), "{point}: {outcome:?}");
-        assert!(!claim_exists(&env, &key), "{point}: claim released after the panic");
-        assert_eq!(env.linkedin.create_requests(), before, "{point}: nothing posted");
+        assert_eq!(
+            (outcome.outcome, outcome.retryable),
+            (OutcomeKind::Failed, true),
+            "{point}: {outcome:?}"
+        );
+        assert!(
+            !claim_exists(&env, &key),
+            "{point}: claim released after the panic"
+        );
+        assert_eq!(
+            env.linkedin.create_requests(),
+            before,
+            "{point}: nothing posted"
+        );
         // Nothing was posted, so a retry posts.
-        assert_eq!(env.retry(&key).await.outcome, OutcomeKind::Posted, "{point}");
+        assert_eq!(
+            env.retry(&key).await.outcome,
+            OutcomeKind::Posted,
+            "{point}"
+        );
     }
     assert_eq!(env.linkedin.posts_created(), 5);
 }
@@ -45,11 +66,22 @@ async fn a_panic_after_create_post_keeps_the_claim_with_the_urn() {
     fail::cfg("after-create-post", "panic").expect("fail point");
     let outcome = env.post(&key, "panic after posting").await;
     fail::remove("after-create-post");
-    assert_eq!(outcome.outcome, OutcomeKind::PostedNotRecorded, "{outcome:?}");
+    assert_eq!(
+        outcome.outcome,
+        OutcomeKind::PostedNotRecorded,
+        "{outcome:?}"
+    );
     let urn = outcome.urn.expect("urn");
-    assert_eq!(env.redis().cli(&["GET", &format!("claim:{key}")]), format!("posted:{urn}"));
+    assert_eq!(
+        env.redis().cli(&["GET", &format!("claim:{key}")]),
+        format!("posted:{urn}")
+    );
     let again = env.retry(&key).await;
-    assert_eq!(again.outcome, OutcomeKind::AlreadyPosted, "repaired: {again:?}");
+    assert_eq!(
+        again.outcome,
+        OutcomeKind::AlreadyPosted,
+        "repaired: {again:?}"
+    );
     assert_eq!(env.linkedin.create_requests(), 1);
 }
 
@@ -90,7 +122,8 @@ async fn a_claim_left_behind_blocks_until_its_ttl() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
     let key = env.key();
-    env.linkedin.set_create_mode(support::linkedin::Mode::Status(503));
+    env.linkedin
+        .set_create_mode(support::linkedin::Mode::Status(503));
     fail::cfg("before-release", "return").expect("fail point");
     let first = env.post(&key, "left behind").await;
     fail::remove("before-release");

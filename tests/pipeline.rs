@@ -31,7 +31,9 @@ async fn race(env: &Env, runs: usize, apps: usize) -> Vec<OutcomeKind> {
         let app = pool[i % pool.len()].clone();
         let req = env.request(&key, Some(content.clone()));
         let dl = env.deadline();
-        handles.push(tokio::spawn(async move { app.pipeline.run(req, dl).await.outcome }));
+        handles.push(tokio::spawn(async move {
+            app.pipeline.run(req, dl).await.outcome
+        }));
     }
     let mut outcomes = Vec::new();
     for h in handles {
@@ -41,14 +43,22 @@ async fn race(env: &Env, runs: usize, apps: usize) -> Vec<OutcomeKind> {
 }
 
 fn assert_one_post(env: &Env, outcomes: &[OutcomeKind]) {
-    assert_eq!(env.linkedin.create_requests(), 1, "exactly one create-post request");
+    assert_eq!(
+        env.linkedin.create_requests(),
+        1,
+        "exactly one create-post request"
+    );
     assert_eq!(env.linkedin.posts_created(), 1);
-    let posted = outcomes.iter().filter(|o| **o == OutcomeKind::Posted).count();
+    let posted = outcomes
+        .iter()
+        .filter(|o| **o == OutcomeKind::Posted)
+        .count();
     assert_eq!(posted, 1, "{outcomes:?}");
     assert!(
-        outcomes
-            .iter()
-            .all(|o| matches!(o, OutcomeKind::Posted | OutcomeKind::BeingPosted | OutcomeKind::AlreadyPosted)),
+        outcomes.iter().all(|o| matches!(
+            o,
+            OutcomeKind::Posted | OutcomeKind::BeingPosted | OutcomeKind::AlreadyPosted
+        )),
         "{outcomes:?}"
     );
     println!(
@@ -89,15 +99,29 @@ async fn posts_then_answers_already_posted() {
     assert!(urn.starts_with("urn:li:share:"));
     assert_eq!(env.linkedin.bad_headers(), 0);
     let body = env.linkedin.last_create_body();
-    assert_eq!(body["commentary"], r"Ship it \(v2\) #rust with C\# & a\_b @[Ada](urn:li:person:abc)");
+    assert_eq!(
+        body["commentary"],
+        r"Ship it \(v2\) #rust with C\# & a\_b @[Ada](urn:li:person:abc)"
+    );
     assert_eq!(body["author"], "urn:li:person:tester1");
     assert_eq!(body["content"]["media"]["altText"], "A gradient");
     assert_eq!(env.linkedin.uploads(), 1);
     assert_eq!(claim_value(&env, &key), "", "claim released");
     let st = env.status(&key).await;
-    assert_eq!(st.snapshot.record.as_ref().and_then(|r| r.urn.clone()), Some(urn.clone()));
-    assert_eq!(st.snapshot.draft.as_ref().map(|d| d.status), Some(DraftStatus::Posted));
-    assert!(st.snapshot.draft.as_ref().and_then(|d| d.expires_at).is_some());
+    assert_eq!(
+        st.snapshot.record.as_ref().and_then(|r| r.urn.clone()),
+        Some(urn.clone())
+    );
+    assert_eq!(
+        st.snapshot.draft.as_ref().map(|d| d.status),
+        Some(DraftStatus::Posted)
+    );
+    assert!(st
+        .snapshot
+        .draft
+        .as_ref()
+        .and_then(|d| d.expires_at)
+        .is_some());
 
     let again = env.post(&key, caption).await;
     assert_eq!(again.outcome, OutcomeKind::AlreadyPosted);
@@ -105,7 +129,11 @@ async fn posts_then_answers_already_posted() {
     let retry = env.retry(&key).await;
     assert_eq!(retry.outcome, OutcomeKind::AlreadyPosted);
     assert_eq!(env.linkedin.create_requests(), 1);
-    assert_eq!(env.images.hits("/cover.png").await, 1, "already_posted fetches nothing");
+    assert_eq!(
+        env.images.hits("/cover.png").await,
+        1,
+        "already_posted fetches nothing"
+    );
 }
 
 /// Rule 6: LinkedIn accepted, the record write failed (DynamoDB stopped) → posted_not_recorded,
@@ -114,9 +142,14 @@ async fn posts_then_answers_already_posted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     let dynamo = DynamoProcess::start();
-    let env = Env::with(Stores::Real, &[("AWS_ENDPOINT_URL_DYNAMODB", &dynamo.endpoint())]).await;
+    let env = Env::with(
+        Stores::Real,
+        &[("AWS_ENDPOINT_URL_DYNAMODB", &dynamo.endpoint())],
+    )
+    .await;
     let key = env.key();
-    env.linkedin.set_create_mode(Mode::AcceptThenHang(Duration::from_millis(800)));
+    env.linkedin
+        .set_create_mode(Mode::AcceptThenHang(Duration::from_millis(800)));
     let run = {
         let app = env.app.clone();
         let req = env.request(&key, Some(env.content("Recorded later")));
@@ -126,15 +159,26 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     // Stop DynamoDB once create-post has reached LinkedIn (the intent write came before it).
     let begun = Instant::now();
     while env.linkedin.create_requests() == 0 {
-        assert!(begun.elapsed() < Duration::from_secs(10), "create-post never arrived");
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "create-post never arrived"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     dynamo.pause();
     let outcome = run.await.expect("run");
-    assert_eq!(outcome.outcome, OutcomeKind::PostedNotRecorded, "{outcome:?}");
+    assert_eq!(
+        outcome.outcome,
+        OutcomeKind::PostedNotRecorded,
+        "{outcome:?}"
+    );
     let urn = outcome.urn.clone().expect("urn in the report");
     assert_eq!(claim_value(&env, &key), format!("posted:{urn}"));
-    let ttl: u64 = env.redis().cli(&["TTL", &format!("claim:{key}")]).parse().expect("ttl");
+    let ttl: u64 = env
+        .redis()
+        .cli(&["TTL", &format!("claim:{key}")])
+        .parse()
+        .expect("ttl");
     assert!(ttl > 40, "kept claim outlives the claim TTL: {ttl}s");
 
     env.linkedin.set_create_mode(Mode::Normal);
@@ -146,7 +190,11 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     let third = env.retry(&key).await;
     assert_eq!(third.outcome, OutcomeKind::AlreadyPosted, "{third:?}");
     assert_eq!(third.urn.as_deref(), Some(urn.as_str()));
-    assert_eq!(claim_value(&env, &key), "", "repaired: the kept claim is dropped");
+    assert_eq!(
+        claim_value(&env, &key),
+        "",
+        "repaired: the kept claim is dropped"
+    );
     let st = env.status(&key).await;
     assert_eq!(st.snapshot.record.and_then(|r| r.urn), Some(urn));
     let fourth = env.retry(&key).await;
@@ -199,7 +247,8 @@ async fn redis_paused_fails_within_budget() {
 async fn hanging_create_post_is_unknown_then_reconciled() {
     let env = Env::start().await;
     let key = env.key();
-    env.linkedin.set_create_mode(Mode::AcceptThenHang(Duration::from_secs(30)));
+    env.linkedin
+        .set_create_mode(Mode::AcceptThenHang(Duration::from_secs(30)));
     let begun = Instant::now();
     let outcome = env.post(&key, "Did it land?").await;
     let took = begun.elapsed();
@@ -226,8 +275,12 @@ async fn hanging_create_post_is_unknown_then_reconciled() {
 async fn hanging_create_post_that_created_nothing_is_posted_by_the_next_run() {
     let env = Env::start().await;
     let key = env.key();
-    env.linkedin.set_create_mode(Mode::Hang(Duration::from_secs(30)));
-    assert_eq!(env.post(&key, "Lost in transit").await.outcome, OutcomeKind::Unknown);
+    env.linkedin
+        .set_create_mode(Mode::Hang(Duration::from_secs(30)));
+    assert_eq!(
+        env.post(&key, "Lost in transit").await.outcome,
+        OutcomeKind::Unknown
+    );
     env.linkedin.set_create_mode(Mode::Normal);
     let later = env.retry(&key).await;
     assert_eq!(later.outcome, OutcomeKind::Posted, "{later:?}");
@@ -240,12 +293,19 @@ async fn unknown_past_the_window_is_not_posted_again() {
     let env = Env::with(Stores::Real, &[("POSTONCE_RECONCILE_WINDOW_S", "1")]).await;
     let key = env.key();
     env.linkedin.set_create_mode(Mode::Status(502));
-    assert_eq!(env.post(&key, "Five oh two").await.outcome, OutcomeKind::Unknown);
+    assert_eq!(
+        env.post(&key, "Five oh two").await.outcome,
+        OutcomeKind::Unknown
+    );
     env.linkedin.set_create_mode(Mode::Normal);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let later = env.retry(&key).await;
     assert_eq!(later.outcome, OutcomeKind::Unknown, "{later:?}");
-    assert_eq!(env.linkedin.create_requests(), 1, "create-post is never repeated blindly");
+    assert_eq!(
+        env.linkedin.create_requests(),
+        1,
+        "create-post is never repeated blindly"
+    );
     assert_eq!(later.buttons().len(), 2);
 }
 
@@ -264,8 +324,16 @@ async fn create_post_errors_are_classified_and_never_retried_in_the_run() {
         let before = env.linkedin.create_requests();
         env.linkedin.set_create_mode(Mode::Status(status));
         let o = env.post(&key, &format!("status {status}")).await;
-        assert_eq!((o.outcome, o.retryable, o.exit_code()), (kind, retryable, exit), "{status}: {o:?}");
-        assert_eq!(env.linkedin.create_requests() - before, 1, "{status}: one create-post");
+        assert_eq!(
+            (o.outcome, o.retryable, o.exit_code()),
+            (kind, retryable, exit),
+            "{status}: {o:?}"
+        );
+        assert_eq!(
+            env.linkedin.create_requests() - before,
+            1,
+            "{status}: one create-post"
+        );
         if status == 426 {
             assert!(o.detail.contains("LINKEDIN_VERSION"), "{}", o.detail);
         }
@@ -273,7 +341,11 @@ async fn create_post_errors_are_classified_and_never_retried_in_the_run() {
             assert!(o.detail.contains("re-authorize"), "{}", o.detail);
         }
         let draft = env.status(&key).await.snapshot.draft.expect("draft");
-        let expected = if kind == OutcomeKind::Unknown { DraftStatus::Unknown } else { DraftStatus::Failed };
+        let expected = if kind == OutcomeKind::Unknown {
+            DraftStatus::Unknown
+        } else {
+            DraftStatus::Failed
+        };
         assert_eq!(draft.status, expected, "{status}");
     }
     env.linkedin.set_create_mode(Mode::Normal);
@@ -288,7 +360,11 @@ async fn safe_calls_are_retried() {
     env.linkedin.set_upload_mode(Mode::StatusTimes(500, 1));
     let mut content = env.content("Flaky but fine");
     content.image = env.images.url("/flaky.png");
-    let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+    let o = env
+        .app
+        .pipeline
+        .run(env.request(&key, Some(content)), env.deadline())
+        .await;
     assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
     assert_eq!(env.images.hits("/flaky.png").await, 3);
     assert_eq!(env.linkedin.init_requests(), 2);
@@ -302,28 +378,62 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
     let env = Env::start().await;
     let other = support::images::ImageHost::start().await;
     env.images.redirect_away_to(&other.url("/cover.png")).await;
-    for p in ["/huge.png", "/page.html", "/fake.png", "/redirect-away", "/missing.png"] {
+    for p in [
+        "/huge.png",
+        "/page.html",
+        "/fake.png",
+        "/redirect-away",
+        "/missing.png",
+    ] {
         let key = env.key();
         let mut content = env.content("Bad image");
         content.image = env.images.url(p);
-        let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
-        assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{p}: {o:?}");
+        let o = env
+            .app
+            .pipeline
+            .run(env.request(&key, Some(content)), env.deadline())
+            .await;
+        assert_eq!(
+            (o.outcome, o.retryable),
+            (OutcomeKind::Failed, false),
+            "{p}: {o:?}"
+        );
         assert_eq!(o.http_status(), 422);
     }
-    for url in [other.url("/cover.png"), "https://169.254.169.254/latest/meta-data".into(), "file:///etc/passwd".into()] {
+    for url in [
+        other.url("/cover.png"),
+        "https://169.254.169.254/latest/meta-data".into(),
+        "file:///etc/passwd".into(),
+    ] {
         let key = env.key();
         let mut content = env.content("Bad origin");
         content.image = url.clone();
-        let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
-        assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{url}: {o:?}");
+        let o = env
+            .app
+            .pipeline
+            .run(env.request(&key, Some(content)), env.deadline())
+            .await;
+        assert_eq!(
+            (o.outcome, o.retryable),
+            (OutcomeKind::Failed, false),
+            "{url}: {o:?}"
+        );
     }
-    assert_eq!(other.total_hits().await, 0, "the disallowed host was never contacted");
+    assert_eq!(
+        other.total_hits().await,
+        0,
+        "the disallowed host was never contacted"
+    );
     assert_eq!(env.linkedin.total_requests().await, 0);
 
     let key = env.key();
     let mut content = env.content("Same-origin redirect is fine");
     content.image = env.images.url("/redirect-same");
-    let o = env.app.pipeline.run(env.request(&key, Some(content)), env.deadline()).await;
+    let o = env
+        .app
+        .pipeline
+        .run(env.request(&key, Some(content)), env.deadline())
+        .await;
     assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
 }
 
@@ -332,18 +442,37 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
 #[tokio::test]
 async fn release_never_deletes_another_runs_claim() {
     let redis = RedisServer::start();
-    let claims = RedisClaims::new(&Secret::new(redis.url()), Duration::from_secs(2)).expect("client");
+    let claims =
+        RedisClaims::new(&Secret::new(redis.url()), Duration::from_secs(2)).expect("client");
     let key = postonce::key::PostKey::new("blog", "expired").expect("key");
-    assert_eq!(claims.acquire(&key, "run-a", Duration::from_secs(1)).await.expect("a"), Acquire::Acquired);
     assert_eq!(
-        claims.acquire(&key, "run-b", Duration::from_secs(60)).await.expect("b"),
+        claims
+            .acquire(&key, "run-a", Duration::from_secs(1))
+            .await
+            .expect("a"),
+        Acquire::Acquired
+    );
+    assert_eq!(
+        claims
+            .acquire(&key, "run-b", Duration::from_secs(60))
+            .await
+            .expect("b"),
         Acquire::Held(Some(ClaimValue::Run("run-a".into())))
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(claims.acquire(&key, "run-b", Duration::from_secs(60)).await.expect("b"), Acquire::Acquired);
+    assert_eq!(
+        claims
+            .acquire(&key, "run-b", Duration::from_secs(60))
+            .await
+            .expect("b"),
+        Acquire::Acquired
+    );
     assert!(!claims.release(&key, "run-a").await.expect("release a"));
     assert_eq!(redis.cli(&["GET", "claim:blog-expired"]), "run-b");
-    assert!(!claims.keep_posted(&key, "run-a", "urn:li:share:1", Duration::from_secs(600)).await.expect("keep"));
+    assert!(!claims
+        .keep_posted(&key, "run-a", "urn:li:share:1", Duration::from_secs(600))
+        .await
+        .expect("keep"));
     assert_eq!(redis.cli(&["GET", "claim:blog-expired"]), "run-b");
     assert!(claims.release(&key, "run-b").await.expect("release b"));
     assert_eq!(redis.cli(&["EXISTS", "claim:blog-expired"]), "0");
@@ -366,7 +495,9 @@ async fn record_write_is_create_if_absent() {
                 source: "test".into(),
                 caption_hash: None,
             };
-            handles.push(tokio::spawn(async move { store.put_posted(&record, 1, 2).await }));
+            handles.push(tokio::spawn(async move {
+                store.put_posted(&record, 1, 2).await
+            }));
         }
         let mut created = 0;
         let mut winners = Vec::new();
@@ -377,8 +508,19 @@ async fn record_write_is_create_if_absent() {
             }
         }
         assert_eq!(created, 1);
-        let stored = env.app.pipeline.records.load(&key).await.expect("load").record.expect("record");
-        assert!(winners.iter().all(|w| *w == stored.urn), "every loser saw the winner");
+        let stored = env
+            .app
+            .pipeline
+            .records
+            .load(&key)
+            .await
+            .expect("load")
+            .record
+            .expect("record");
+        assert!(
+            winners.iter().all(|w| *w == stored.urn),
+            "every loser saw the winner"
+        );
     }
 }
 
@@ -390,7 +532,11 @@ async fn a_run_longer_than_the_claim_ttl_is_refused() {
     let req = env.request(&key, Some(env.content("Too long a run")));
     let dl = postonce::budget::Deadline::after(Duration::from_secs(41));
     let o = env.app.pipeline.run(req, dl).await;
-    assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{o:?}");
+    assert_eq!(
+        (o.outcome, o.retryable),
+        (OutcomeKind::Failed, false),
+        "{o:?}"
+    );
     assert!(o.detail.contains("POSTONCE_CLAIM_TTL_S"));
     assert_eq!(env.linkedin.total_requests().await, 0);
     assert_eq!(claim_value(&env, &key), "");
@@ -403,12 +549,20 @@ fn startup_refuses_a_claim_ttl_not_above_the_function_timeout() {
         .args(["post", "--kind", "blog", "--slug", "x"])
         .env("POSTONCE_CLAIM_TTL_S", "60")
         .env("POSTONCE_FUNCTION_TIMEOUT_S", "60")
-        .env("POSTONCE_DATA_DIR", std::env::temp_dir().join("postonce-ttl-test"))
+        .env(
+            "POSTONCE_DATA_DIR",
+            std::env::temp_dir().join("postonce-ttl-test"),
+        )
         .output()
         .expect("run postonce");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("POSTONCE_CLAIM_TTL_S") && err.contains("60s") && err.contains("POSTONCE_FUNCTION_TIMEOUT_S"), "{err}");
+    assert!(
+        err.contains("POSTONCE_CLAIM_TTL_S")
+            && err.contains("60s")
+            && err.contains("POSTONCE_FUNCTION_TIMEOUT_S"),
+        "{err}"
+    );
 }
 
 /// Posting the stored draft (Retry) uses the draft the trigger stored; no draft → permanent.
@@ -418,12 +572,18 @@ async fn retry_posts_the_stored_draft() {
         let key = env.key();
         env.linkedin.set_create_mode(Mode::Status(429));
         let first = env.post(&key, "Stored for later").await;
-        assert_eq!((first.outcome, first.retryable), (OutcomeKind::Failed, true));
+        assert_eq!(
+            (first.outcome, first.retryable),
+            (OutcomeKind::Failed, true)
+        );
         env.linkedin.set_create_mode(Mode::Normal);
         let retried = env.retry(&key).await;
         assert_eq!(retried.outcome, OutcomeKind::Posted, "{retried:?}");
         assert_eq!(env.linkedin.posts()[0].commentary, "Stored for later");
         let missing = env.retry(&env.key()).await;
-        assert_eq!((missing.outcome, missing.retryable), (OutcomeKind::Failed, false));
+        assert_eq!(
+            (missing.outcome, missing.retryable),
+            (OutcomeKind::Failed, false)
+        );
     }
 }

@@ -109,7 +109,10 @@ impl Env {
         }
         let app = Arc::new(build(&vars).await);
         if let Some(dynamo) = &app.dynamo {
-            dynamo.create_table().await.expect("create the test table in DynamoDB Local");
+            dynamo
+                .create_table()
+                .await
+                .expect("create the test table in DynamoDB Local");
         }
         Self {
             redis,
@@ -128,7 +131,9 @@ impl Env {
     }
 
     pub fn redis(&self) -> &RedisServer {
-        self.redis.as_ref().expect("this environment has a redis-server")
+        self.redis
+            .as_ref()
+            .expect("this environment has a redis-server")
     }
 
     pub fn key(&self) -> PostKey {
@@ -167,15 +172,23 @@ impl Env {
 
     /// One run of the stored draft (a Retry).
     pub async fn retry(&self, key: &PostKey) -> Outcome {
-        self.app.pipeline.run(self.request(key, None), self.deadline()).await
+        self.app
+            .pipeline
+            .run(self.request(key, None), self.deadline())
+            .await
     }
 
     pub async fn status(&self, key: &PostKey) -> postonce::pipeline::Status {
-        self.app.pipeline.status(key, &self.deadline()).await.expect("status readable")
+        self.app
+            .pipeline
+            .status(key, &self.deadline())
+            .await
+            .expect("status readable")
     }
 }
 
 pub async fn build(vars: &HashMap<String, String>) -> App {
-    let config = Config::from_lookup(|k| vars.get(k).cloned()).expect("test configuration is valid");
+    let config =
+        Config::from_lookup(|k| vars.get(k).cloned()).expect("test configuration is valid");
     App::build(config).await.expect("app builds")
 }

