@@ -162,7 +162,7 @@ impl DynamoProcess {
     pub fn start() -> Self {
         let dir = dynamodb_local_dir();
         let port = free_port();
-        let child = Command::new("java")
+        let mut child = Command::new("java")
             .arg("-Xms32m")
             .arg("-Xmx256m")
             .arg(format!(
@@ -193,6 +193,8 @@ impl DynamoProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("DynamoDB Local on port {port} did not start within 30 s");
     }
 
