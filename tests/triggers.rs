@@ -111,11 +111,7 @@ async fn a_signed_ci_webhook_posts_once_even_twenty_at_a_time() {
     for h in handles {
         statuses.push(h.await.expect("task").0);
     }
-    assert_eq!(
-        statuses.iter().filter(|s| **s == 200).count() >= 1,
-        true,
-        "{statuses:?}"
-    );
+    assert!(statuses.contains(&200), "{statuses:?}");
     assert!(
         statuses.iter().all(|s| *s == 200 || *s == 409),
         "{statuses:?}"
