@@ -128,7 +128,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     init_logging();
-    let config = match Config::from_env() {
+    let config = match Config::from_env_and_parameters().await {
         Ok(c) => c,
         Err(e) => return bad_input(format!("configuration: {e}")),
     };

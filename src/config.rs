@@ -131,6 +131,21 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// Reads the process environment, first resolving secrets given by reference
+    /// (`<NAME>_PARAM`, see [`crate::secrets`]).
+    ///
+    /// # Errors
+    /// The first variable that is missing or malformed, or a parameter that cannot be read.
+    pub async fn from_env_and_parameters() -> Result<Self, ConfigError> {
+        let resolved = crate::secrets::resolve(|name| std::env::var(name).ok()).await?;
+        Self::from_lookup(|name| {
+            resolved
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        })
+    }
+
     /// Reads configuration through `get` (the environment, or a map in tests).
     ///
     /// # Errors

@@ -19,5 +19,6 @@ pub mod outcome;
 pub mod pipeline;
 pub mod publish;
 pub mod record;
+pub mod secrets;
 pub mod serve;
 pub mod triggers;

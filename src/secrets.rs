@@ -1,0 +1,116 @@
+//! Secrets by reference: in AWS the template passes the *names* of SSM Parameter Store
+//! SecureString parameters (`LINKEDIN_ACCESS_TOKEN_PARAM`, …) and the function reads the values
+//! once at cold start. A plain variable (`LINKEDIN_ACCESS_TOKEN`) wins when both are set, so local
+//! use needs no AWS at all. The values are returned for [`Config`] to wrap; nothing here logs them.
+//!
+//! [`Config`]: crate::config::Config
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_ssm::config::timeout::TimeoutConfig;
+use aws_sdk_ssm::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_ssm::error::DisplayErrorContext;
+
+use crate::config::ConfigError;
+
+/// Variables that may be given by reference as `<NAME>_PARAM`.
+pub const BY_REFERENCE: [&str; 5] = [
+    "LINKEDIN_ACCESS_TOKEN",
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_WEBHOOK_SECRET",
+    "POSTONCE_WEBHOOK_SECRET",
+    "REDIS_URL",
+];
+
+fn param_var(var: &str) -> &'static str {
+    match var {
+        "LINKEDIN_ACCESS_TOKEN" => "LINKEDIN_ACCESS_TOKEN_PARAM",
+        "TELEGRAM_BOT_TOKEN" => "TELEGRAM_BOT_TOKEN_PARAM",
+        "TELEGRAM_WEBHOOK_SECRET" => "TELEGRAM_WEBHOOK_SECRET_PARAM",
+        "POSTONCE_WEBHOOK_SECRET" => "POSTONCE_WEBHOOK_SECRET_PARAM",
+        _ => "REDIS_URL_PARAM",
+    }
+}
+
+/// Reads every `<NAME>_PARAM` whose plain variable is unset, in one `GetParameters` call.
+/// Returns `NAME → value`. No reference, no AWS call.
+///
+/// # Errors
+/// A [`ConfigError`] naming the `_PARAM` variable whose parameter is missing or unreadable.
+pub async fn resolve(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<HashMap<String, String>, ConfigError> {
+    let get = |name: &str| {
+        get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let wanted: Vec<(&str, String)> = BY_REFERENCE
+        .iter()
+        .filter(|var| get(var).is_none())
+        .filter_map(|var| get(param_var(var)).map(|name| (*var, name)))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(
+        TimeoutConfig::builder()
+            .operation_timeout(Duration::from_secs(8))
+            .build(),
+    );
+    if let Some(region) = get("AWS_REGION") {
+        loader = loader.region(Region::new(region));
+    }
+    if let (Some(id), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+        loader = loader.credentials_provider(Credentials::new(
+            id,
+            secret,
+            get("AWS_SESSION_TOKEN"),
+            None,
+            "postonce-env",
+        ));
+    }
+    let shared = loader.load().await;
+    let mut builder = aws_sdk_ssm::config::Builder::from(&shared);
+    if let Some(endpoint) = get("AWS_ENDPOINT_URL_SSM") {
+        builder = builder.endpoint_url(endpoint);
+    }
+    let client = aws_sdk_ssm::Client::from_conf(builder.build());
+    let names: Vec<String> = wanted.iter().map(|(_, n)| n.clone()).collect();
+    let out = client
+        .get_parameters()
+        .set_names(Some(names))
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| ConfigError {
+            var: param_var(wanted[0].0),
+            problem: format!(
+                "could not read SSM parameters ({}); the function's role needs ssm:GetParameters on them",
+                DisplayErrorContext(e)
+            ),
+        })?;
+    let found: HashMap<&str, &str> = out
+        .parameters()
+        .iter()
+        .filter_map(|p| Some((p.name()?, p.value()?)))
+        .collect();
+    let mut resolved = HashMap::new();
+    for (var, name) in &wanted {
+        match found.get(name.as_str()) {
+            Some(value) => {
+                resolved.insert((*var).to_owned(), (*value).to_owned());
+            }
+            None => {
+                return Err(ConfigError {
+                    var: param_var(var),
+                    problem: format!(
+                        "SSM parameter {name:?} does not exist (create it as a SecureString)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(resolved)
+}
