@@ -44,6 +44,9 @@ pub struct Outcome {
     /// Present (true) only when the publisher was the dry run.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// The owner may override this refusal (content guard): offer *Post anyway*.
+    #[serde(skip)]
+    pub offer_force: bool,
 }
 
 /// A Telegram inline button: its label and its callback data (`<action>:<key>`, ≤ 64 bytes).
@@ -62,6 +65,7 @@ impl Outcome {
             retryable: false,
             detail: detail.into(),
             dry_run: false,
+            offer_force: false,
         }
     }
 
@@ -110,6 +114,7 @@ impl Outcome {
         };
         match self.outcome {
             OutcomeKind::Posted | OutcomeKind::AlreadyPosted => vec![],
+            OutcomeKind::Failed if self.offer_force => vec![b("Post anyway", "force")],
             OutcomeKind::BeingPosted | OutcomeKind::Failed | OutcomeKind::PostedNotRecorded => {
                 vec![b("Retry", "retry")]
             }

@@ -477,7 +477,11 @@ impl Pipeline {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let snapshot = match flatten_value(dl.work(t.dynamodb, self.records.load(key)).await) {
+        let hash_hint = req.content.as_ref().map(|c| caption_hash(&c.caption));
+        let loaded = dl
+            .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
+            .await;
+        let snapshot = match flatten_value(loaded) {
             Ok(s) => s,
             Err(e) => {
                 return (
@@ -523,6 +527,34 @@ impl Pipeline {
             );
         };
         let draft = snapshot.draft.as_ref();
+        if req.action != Action::Force {
+            // Content guard: the same caption (normalized) already posted under another key.
+            let hash = caption_hash(&content.caption);
+            let owner = if hash_hint.as_deref() == Some(hash.as_str()) {
+                Ok(snapshot.caption_owner.clone())
+            } else {
+                flatten_value(dl.work(t.dynamodb, self.records.caption_owner(&hash)).await)
+            };
+            match owner {
+                Err(e) => {
+                    return (
+                        failed(key, true, format!("{e}; nothing was posted")),
+                        Finish::Release,
+                    )
+                }
+                Ok(Some(other)) if other != key.to_string() => {
+                    let why = format!(
+                        "this caption was already posted as {other}; press Post anyway if {key} should carry it too"
+                    );
+                    let attempts = draft.map_or(0, |d| d.attempts);
+                    let (mut outcome, finish) =
+                        self.fail(key, dl, why, false, attempts, None).await;
+                    outcome.offer_force = true;
+                    return (outcome, finish);
+                }
+                Ok(_) => {}
+            }
+        }
         if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
             if req.action != Action::Force {
                 return self.reconcile(req, dl, d, progress).await;
@@ -1284,7 +1316,8 @@ impl Pipeline {
     /// A message naming the store that failed.
     pub async fn status(&self, key: &PostKey, dl: &Deadline) -> Result<Status, String> {
         let t = self.settings.timeouts;
-        let snapshot: Snapshot = flatten_value(dl.work(t.dynamodb, self.records.load(key)).await)?;
+        let snapshot: Snapshot =
+            flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await)?;
         let claim = flatten_value(dl.work(t.redis, self.claims.inspect(key)).await)?;
         Ok(Status { snapshot, claim })
     }

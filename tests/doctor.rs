@@ -7,7 +7,10 @@ use support::env::{build, Env, Stores, TG_SECRET};
 use support::linkedin::Mode;
 
 fn line<'a>(checks: &'a [postonce::doctor::Check], name: &str) -> &'a postonce::doctor::Check {
-    checks.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no {name} check in {checks:?}"))
+    checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name} check in {checks:?}"))
 }
 
 #[tokio::test]
@@ -21,27 +24,42 @@ async fn doctor_passes_then_names_each_broken_part() {
 
     env.linkedin.set_init_mode(Mode::Status(401));
     let c = doctor(&env.app).await;
-    assert!(!line(&c, "LinkedIn").ok && line(&c, "LinkedIn").detail.contains("re-authorize"), "{c:?}");
+    assert!(
+        !line(&c, "LinkedIn").ok && line(&c, "LinkedIn").detail.contains("re-authorize"),
+        "{c:?}"
+    );
     env.linkedin.set_init_mode(Mode::Status(426));
     let c = doctor(&env.app).await;
-    assert!(!line(&c, "LinkedIn").ok && line(&c, "LinkedIn").detail.contains("LINKEDIN_VERSION"), "{c:?}");
+    assert!(
+        !line(&c, "LinkedIn").ok && line(&c, "LinkedIn").detail.contains("LINKEDIN_VERSION"),
+        "{c:?}"
+    );
     env.linkedin.set_init_mode(Mode::Normal);
 
     let mut vars = env.vars.clone();
     vars.insert("TELEGRAM_BOT_TOKEN".into(), "999:wrong-token".into());
     let c = doctor(&build(&vars).await).await;
-    assert!(!line(&c, "Telegram").ok && line(&c, "Telegram").detail.contains("401"), "{c:?}");
+    assert!(
+        !line(&c, "Telegram").ok && line(&c, "Telegram").detail.contains("401"),
+        "{c:?}"
+    );
 
     let mut vars = env.vars.clone();
     vars.insert("POSTONCE_TABLE".into(), "postonce-missing-table".into());
     let c = doctor(&build(&vars).await).await;
-    assert!(!line(&c, "records").ok && line(&c, "records").detail.contains("table create"), "{c:?}");
+    assert!(
+        !line(&c, "records").ok && line(&c, "records").detail.contains("table create"),
+        "{c:?}"
+    );
 
     if let Some(r) = env.redis.as_mut() {
         r.kill();
     }
     let c = doctor(&env.app).await;
-    assert!(!line(&c, "Redis").ok && line(&c, "Redis").detail.contains("REDIS_URL"), "{c:?}");
+    assert!(
+        !line(&c, "Redis").ok && line(&c, "Redis").detail.contains("REDIS_URL"),
+        "{c:?}"
+    );
 }
 
 #[tokio::test]
@@ -49,7 +67,9 @@ async fn doctor_exit_codes_from_the_binary() {
     let env = Env::with(Stores::Local, &[]).await;
     let run = |extra: &[(&str, &str)]| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"));
-        cmd.arg("doctor").env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.arg("doctor")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
         for (k, v) in &env.vars {
             cmd.env(k, v);
         }
@@ -75,8 +95,13 @@ async fn doctor_exit_codes_from_the_binary() {
 #[tokio::test]
 async fn set_webhook_sends_the_documented_request() {
     let env = Env::with(Stores::Local, &[]).await;
-    let info = set_webhook(&env.app, "https://abc.lambda-url.us-east-1.on.aws/telegram").await.expect("set");
-    assert_eq!(info["url"], "https://abc.lambda-url.us-east-1.on.aws/telegram");
+    let info = set_webhook(&env.app, "https://abc.lambda-url.us-east-1.on.aws/telegram")
+        .await
+        .expect("set");
+    assert_eq!(
+        info["url"],
+        "https://abc.lambda-url.us-east-1.on.aws/telegram"
+    );
     let sent = env.telegram.webhook().expect("setWebhook called");
     assert_eq!(
         sent,
@@ -86,5 +111,7 @@ async fn set_webhook_sends_the_documented_request() {
             "allowed_updates": ["callback_query"]
         })
     );
-    assert!(set_webhook(&env.app, "http://insecure.example/telegram").await.is_err());
+    assert!(set_webhook(&env.app, "http://insecure.example/telegram")
+        .await
+        .is_err());
 }

@@ -218,7 +218,13 @@ async fn redis_down_fails_closed() {
     assert_eq!(env.linkedin.total_requests().await, 0);
     assert_eq!(env.images.total_hits().await, 0);
     // The draft is kept for a later retry.
-    let snapshot = env.app.pipeline.records.load(&key).await.expect("load");
+    let snapshot = env
+        .app
+        .pipeline
+        .records
+        .load(&key, None)
+        .await
+        .expect("load");
     let draft = snapshot.draft.expect("draft kept");
     assert_eq!(draft.status, DraftStatus::Failed);
     assert!(draft.retryable && draft.next_retry_at.is_some());
@@ -512,7 +518,7 @@ async fn record_write_is_create_if_absent() {
             .app
             .pipeline
             .records
-            .load(&key)
+            .load(&key, None)
             .await
             .expect("load")
             .record

@@ -21,8 +21,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    draft_name, record_name, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost,
-    PostedRecord, PutPosted, RecordStore, Snapshot, StoreError,
+    caption_name, draft_name, record_name, Draft, DraftContent, DraftStatus, DraftUpdate,
+    PendingPost, PostedRecord, PutPosted, RecordStore, Snapshot, StoreError,
 };
 use crate::config::Config;
 use crate::key::PostKey;
@@ -438,8 +438,15 @@ impl RecordStore for DynamoStore {
         Ok(())
     }
 
-    async fn load(&self, key: &PostKey) -> Result<Snapshot, StoreError> {
+    async fn load(
+        &self,
+        key: &PostKey,
+        caption_hash: Option<&str>,
+    ) -> Result<Snapshot, StoreError> {
         let mut wanted = vec![pk(record_name(key)), pk(draft_name(key))];
+        if let Some(h) = caption_hash {
+            wanted.push(pk(caption_name(h)));
+        }
         let mut snapshot = Snapshot::default();
         // BatchGetItem may leave keys unprocessed under throttling; ask again for those.
         for _ in 0..5 {
@@ -468,6 +475,9 @@ impl RecordStore for DynamoStore {
                     Some(p) if p.starts_with("draft:") => {
                         snapshot.draft = Some(draft_from_item(item)?)
                     }
+                    Some(p) if p.starts_with("caption:") => {
+                        snapshot.caption_owner = get_s(item, "key")
+                    }
                     _ => {}
                 }
             }
@@ -479,6 +489,19 @@ impl RecordStore for DynamoStore {
         Err(StoreError(
             "DynamoDB BatchGetItem: keys left unprocessed after 5 tries (throttled)".into(),
         ))
+    }
+
+    async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(pk(caption_name(caption_hash))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_err("GetItem (caption)", e))?;
+        Ok(out.item().and_then(|i| get_s(i, "key")))
     }
 
     async fn put_posted(
@@ -503,13 +526,25 @@ impl RecordStore for DynamoStore {
             .set_expression_attribute_values(Some(e.values))
             .build()
             .map_err(|e| sdk_err("TransactWriteItems", e))?;
-        let result = self
+        let mut request = self
             .client
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().put(put).build())
-            .transact_items(TransactWriteItem::builder().update(update).build())
-            .send()
-            .await;
+            .transact_items(TransactWriteItem::builder().update(update).build());
+        if let Some(h) = &record.caption_hash {
+            let mut item = pk(caption_name(h));
+            item.insert("key".into(), s(&record.key));
+            if let Some(urn) = &record.urn {
+                item.insert("urn".into(), s(urn));
+            }
+            let index = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .build()
+                .map_err(|e| sdk_err("TransactWriteItems", e))?;
+            request = request.transact_items(TransactWriteItem::builder().put(index).build());
+        }
+        let result = request.send().await;
         let err = match result {
             Ok(_) => return Ok(PutPosted::Created),
             Err(err) => err,

@@ -35,7 +35,7 @@ impl LocalStore {
     /// When the folders cannot be created.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        for sub in ["posted", "drafts", "tmp"] {
+        for sub in ["posted", "drafts", "captions", "tmp"] {
             let path = dir.join(sub);
             std::fs::create_dir_all(&path).map_err(|e| io("cannot create", &path, e))?;
         }
@@ -156,12 +156,33 @@ impl RecordStore for LocalStore {
         self.write_draft(&draft)
     }
 
-    async fn load(&self, key: &PostKey) -> Result<Snapshot, StoreError> {
+    async fn load(
+        &self,
+        key: &PostKey,
+        caption_hash: Option<&str>,
+    ) -> Result<Snapshot, StoreError> {
+        let caption_owner = match caption_hash {
+            Some(h) => self.caption_owner(h).await?,
+            None => None,
+        };
         let key = key.to_string();
         Ok(Snapshot {
             record: Self::read_json(&self.record_path(&key))?,
             draft: Self::read_json(&self.draft_path(&key))?,
+            caption_owner,
         })
+    }
+
+    async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
+        if !caption_hash.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let path = self
+            .dir
+            .join("captions")
+            .join(format!("{caption_hash}.json"));
+        Ok(Self::read_json::<serde_json::Value>(&path)?
+            .and_then(|v| v.get("key").and_then(|k| k.as_str()).map(str::to_owned)))
     }
 
     async fn put_posted(
@@ -183,6 +204,16 @@ impl RecordStore for LocalStore {
                 return Ok(PutPosted::Exists(existing));
             }
             Err(e) => return Err(io("cannot create", &path, e)),
+        }
+        if let Some(h) = record
+            .caption_hash
+            .as_deref()
+            .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            let entry = serde_json::json!({"key": record.key, "urn": record.urn});
+            let tmp = self.temp_file(entry.to_string().as_bytes())?;
+            let path = self.dir.join("captions").join(format!("{h}.json"));
+            std::fs::rename(&tmp, &path).map_err(|e| io("cannot replace", &path, e))?;
         }
         let _guard = self.lock();
         let mut draft =

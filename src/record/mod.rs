@@ -23,6 +23,11 @@ pub fn draft_name(key: &PostKey) -> String {
     format!("draft:{key}")
 }
 
+/// Where the caption index entry lives: which key posted a caption (content guard).
+pub fn caption_name(hash: &str) -> String {
+    format!("caption:{hash}")
+}
+
 /// Proof that a key is on LinkedIn. Never expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostedRecord {
@@ -123,6 +128,8 @@ pub struct Draft {
 pub struct Snapshot {
     pub record: Option<PostedRecord>,
     pub draft: Option<Draft>,
+    /// The key that already posted the caption asked about, if any.
+    pub caption_owner: Option<String>,
 }
 
 /// The result of a conditional record write.
@@ -170,11 +177,16 @@ pub trait RecordStore: Send + Sync {
         now: i64,
     ) -> Result<(), StoreError>;
 
-    /// The record and the draft, strongly consistent.
-    async fn load(&self, key: &PostKey) -> Result<Snapshot, StoreError>;
+    /// The record and the draft, strongly consistent; with `caption_hash`, also which key
+    /// already posted that caption (one request).
+    async fn load(&self, key: &PostKey, caption_hash: Option<&str>)
+        -> Result<Snapshot, StoreError>;
+
+    /// Which key already posted the caption with this hash.
+    async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError>;
 
     /// Writes the record if none exists (`attribute_not_exists(pk)`), and in the same request
-    /// marks the draft `posted`, expiring at `draft_expires_at`.
+    /// marks the draft `posted`, expiring at `draft_expires_at`, and indexes the caption hash.
     async fn put_posted(
         &self,
         record: &PostedRecord,
