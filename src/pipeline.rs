@@ -1207,8 +1207,8 @@ impl Pipeline {
         )?;
         let now = now_s();
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-        // A draft untouched for two claim TTLs has no live run.
-        let stale = secs(self.settings.claim_ttl) * 2;
+        // A `new` draft untouched for a claim TTL has no live run: its trigger died.
+        let stale = secs(self.settings.claim_ttl);
         let window = secs(self.settings.reconcile_window);
         let mut report = SweepReport::default();
         for draft in drafts {
@@ -1231,7 +1231,9 @@ impl Pipeline {
                         }
                         false
                     } else {
-                        now - draft.updated_at > stale
+                        // Within the window: reconcile now (or repair from a kept claim). A run
+                        // still in flight holds the claim, so this cannot post twice.
+                        true
                     }
                 }
                 DraftStatus::NeedsReview | DraftStatus::Posted => false,
