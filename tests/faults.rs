@@ -134,3 +134,80 @@ async fn a_claim_left_behind_blocks_until_its_ttl() {
     assert_eq!(second.http_status(), 409);
     assert_eq!(env.linkedin.create_requests(), 1);
 }
+
+/// Every fail point × {error, delay past the deadline, panic}: after the faulty run and the
+/// retries that follow, at most one post per key, exactly one when it ends posted, and claim,
+/// record and draft agree. Prints how many combinations held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_matrix_never_duplicates_and_settles() {
+    let _turn = TURN.lock().await;
+    let env = Env::with(
+        support::env::Stores::Real,
+        &[
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "2"),
+            ("POSTONCE_CLAIM_TTL_S", "3"),
+            ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1500"),
+            ("POSTONCE_REDIS_TIMEOUT_MS", "800"),
+        ],
+    )
+    .await;
+    let points = [
+        "before-claim",
+        "after-claim",
+        "after-check",
+        "after-image",
+        "after-initialize-upload",
+        "after-upload",
+        "before-create-post",
+        "after-create-post",
+        "after-record",
+        "before-release",
+    ];
+    let faults = [("error", "return"), ("delay", "return(sleep:2500)"), ("panic", "panic")];
+    let mut held = 0;
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for point in points {
+        for (label, action) in faults {
+            total += 1;
+            let key = env.key();
+            let caption = format!("matrix {point} {label}");
+            fail::cfg(point, action).expect("fail point");
+            let first = {
+                let app = env.app.clone();
+                let req = env.request(&key, Some(env.content(&caption)));
+                let dl = env.deadline();
+                tokio::spawn(async move { app.pipeline.run(req, dl).await }).await
+            };
+            fail::remove(point);
+            let first = first.map(|o| o.outcome).map_err(|_| "panicked out of the run");
+            // Retry as the owner or the sweeper would, until it settles.
+            let mut last = None;
+            for _ in 0..10 {
+                let o = env.retry(&key).await;
+                last = Some(o.outcome);
+                match o.outcome {
+                    OutcomeKind::Posted | OutcomeKind::AlreadyPosted => break,
+                    OutcomeKind::BeingPosted => tokio::time::sleep(Duration::from_millis(700)).await,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            let posts = env.linkedin.posts().into_iter().filter(|p| p.commentary == caption).count();
+            let st = env.status(&key).await;
+            let record_urn = st.snapshot.record.as_ref().and_then(|r| r.urn.clone());
+            let fake_urn = env.linkedin.posts().into_iter().find(|p| p.commentary == caption).map(|p| p.urn);
+            let ok = posts == 1
+                && matches!(last, Some(OutcomeKind::Posted | OutcomeKind::AlreadyPosted))
+                && record_urn == fake_urn
+                && st.snapshot.draft.as_ref().map(|d| d.status) == Some(postonce::record::DraftStatus::Posted)
+                && st.claim.is_none();
+            if ok {
+                held += 1;
+            } else {
+                failures.push(format!("{point}/{label}: first {first:?}, last {last:?}, posts {posts}, record {record_urn:?}, claim {:?}", st.claim));
+            }
+        }
+    }
+    println!("fault matrix: {total} combinations (10 fail points x error/delay/panic), {held} held");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
