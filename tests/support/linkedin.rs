@@ -43,6 +43,8 @@ struct State {
     upload_mode: Option<Mode>,
     last_create_body: Value,
     bad_headers: u64,
+    /// Added to every answer (to widen crash windows).
+    delay: Duration,
 }
 
 #[derive(Clone)]
@@ -134,6 +136,18 @@ impl Api {
 
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
+        let delay = self.state.lock().unwrap_or_else(|p| p.into_inner()).delay;
+        let answer = self.answer(req);
+        if delay.is_zero() {
+            answer
+        } else {
+            answer.set_delay(delay)
+        }
+    }
+}
+
+impl Api {
+    fn answer(&self, req: &Request) -> ResponseTemplate {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match self.route {
             Route::Init => {
@@ -319,6 +333,11 @@ impl LinkedInFake {
 
     pub fn set_init_mode(&self, mode: Mode) {
         self.with(|s| s.init_mode = Some(mode));
+    }
+
+    /// Delays every answer by `d` (replacing a fault mode's own delay).
+    pub fn set_delay(&self, d: Duration) {
+        self.with(|s| s.delay = d);
     }
 
     pub fn set_upload_mode(&self, mode: Mode) {
