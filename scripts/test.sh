@@ -63,8 +63,14 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "cargo test"
 cargo test "$@"
-if [[ -x scripts/lint-infra.sh ]]; then
-  step "template checks"
-  scripts/lint-infra.sh
+step "fuzzing the parsers (1,000,000 executions per target)"
+cargo run --quiet --example fuzz_parsers -- "${POSTONCE_FUZZ_EXECUTIONS:-1000000}"
+step "template checks (cfn-lint, sam validate --lint, template vs code)"
+scripts/lint-infra.sh
+step "cargo lambda build --release"
+if ! command -v cargo-lambda >/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check cargo-lambda ziglang
 fi
+cargo lambda build --release
+ls -l "$CARGO_TARGET_DIR/lambda/postonce/bootstrap"
 step "done"

@@ -657,6 +657,13 @@ impl Pipeline {
             image_urn: target.image_urn,
             alt: content.alt.clone(),
         };
+        // Only a draft that no other attempt is in flight for may take the intent: the write is
+        // conditional, so two runs that both got past a lost claim cannot both post.
+        let intent_from: &[DraftStatus] = if req.action == Action::Force {
+            &[DraftStatus::New, DraftStatus::Failed, DraftStatus::NeedsReview, DraftStatus::Unknown]
+        } else {
+            &[DraftStatus::New, DraftStatus::Failed, DraftStatus::NeedsReview]
+        };
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
         let pending = PendingPost {
@@ -670,20 +677,22 @@ impl Pipeline {
             .work(
                 t.dynamodb,
                 self.records
-                    .update_draft(key, &DraftUpdate::Intent(pending), &[], now_s()),
+                    .update_draft(key, &DraftUpdate::Intent(pending), intent_from, now_s()),
             )
             .await;
         match flatten_value(intent) {
             Ok(true) => {}
             Ok(false) => {
-                return (
-                    failed(
-                        key,
-                        true,
-                        "the draft vanished before posting; nothing was posted",
-                    ),
-                    Finish::Release,
+                // Another run wrote its intent first (possible only if this run's claim was
+                // lost, e.g. Redis restarted empty): the conditional intent is the second lock.
+                tracing::error!("another run's intent is on the draft; not posting");
+                let outcome = Outcome::new(
+                    key,
+                    OutcomeKind::BeingPosted,
+                    "another run is posting this draft (its attempt is recorded); nothing was posted",
                 )
+                .retryable(true);
+                return (outcome, Finish::Release);
             }
             Err(e) => {
                 let why = format!(

@@ -211,3 +211,32 @@ async fn fault_matrix_never_duplicates_and_settles() {
     println!("fault matrix: {total} combinations (10 fail points x error/delay/panic), {held} held");
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The intent write is a second, durable lock: if a run's claim is lost while it works (Redis
+/// restarted empty), a second run may get in and post, but the first cannot post again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_claim_still_cannot_lead_to_a_second_post() {
+    let _turn = TURN.lock().await;
+    let env = Env::start().await;
+    let key = env.key();
+    fail::cfg("after-upload", "1*return(sleep:1500)").expect("fail point");
+    let a = {
+        let app = env.app.clone();
+        let req = env.request(&key, Some(env.content("Claim lost mid-run")));
+        let dl = env.deadline();
+        tokio::spawn(async move { app.pipeline.run(req, dl).await })
+    };
+    // Wait until A holds the claim and sleeps after its upload, then lose the claim.
+    let begun = std::time::Instant::now();
+    while env.linkedin.uploads() == 0 {
+        assert!(begun.elapsed() < Duration::from_secs(10), "A never uploaded");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    env.redis().cli(&["FLUSHALL"]);
+    let b = env.retry(&key).await;
+    assert_eq!(b.outcome, OutcomeKind::Posted, "{b:?}");
+    let a = a.await.expect("run a");
+    fail::remove("after-upload");
+    assert_ne!(a.outcome, OutcomeKind::Posted, "{a:?}");
+    assert_eq!(env.linkedin.create_requests(), 1, "A never sent create-post");
+}
