@@ -28,9 +28,32 @@ impl Rng {
 }
 
 const INTERESTING: &[&[u8]] = &[
-    b"\"", b"\\", b"{", b"}", b"[", b"]", b":", b",", b"null", b"true", b"-1", b"1e999", b"18446744073709551616",
-    b"\"\\u0000\"", b"\xff\xfe", b"\xe2\x80\xae", b"retry:", b"force:", b"done:", b"blog-", b"urn:li:person:",
-    b"http://169.254.169.254/", b"file:///etc/passwd", b"https://[::1]/", b"%00", b"\"isBase64Encoded\":true",
+    b"\"",
+    b"\\",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b"null",
+    b"true",
+    b"-1",
+    b"1e999",
+    b"18446744073709551616",
+    b"\"\\u0000\"",
+    b"\xff\xfe",
+    b"\xe2\x80\xae",
+    b"retry:",
+    b"force:",
+    b"done:",
+    b"blog-",
+    b"urn:li:person:",
+    b"http://169.254.169.254/",
+    b"file:///etc/passwd",
+    b"https://[::1]/",
+    b"%00",
+    b"\"isBase64Encoded\":true",
 ];
 
 fn mutate(rng: &mut Rng, seed: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
@@ -89,7 +112,8 @@ type Target = (&'static str, Vec<&'static str>, fn(&[u8]));
 
 fn ci(data: &[u8]) {
     let policy = OriginPolicy::any_public_https();
-    let _ = postonce::triggers::ci::signature_valid(b"secret", data, std::str::from_utf8(data).ok());
+    let _ =
+        postonce::triggers::ci::signature_valid(b"secret", data, std::str::from_utf8(data).ok());
     if let Ok(v) = serde_json::from_slice::<Value>(data) {
         let _ = postonce::triggers::parse_draft(&v, true, &policy);
         let _ = postonce::triggers::parse_draft(&v, false, &policy);
@@ -119,8 +143,14 @@ fn lambda(data: &[u8]) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let per_target: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
-    let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0x5eed_1234);
+    let per_target: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let seed: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0x5eed_1234);
     let targets: Vec<Target> = vec![
         (
             "CI body",
@@ -138,7 +168,11 @@ fn main() {
             ],
             telegram,
         ),
-        ("callback data", vec!["retry:blog-hello-world", "done:blog-x", "force:abc-d-e"], callback),
+        (
+            "callback data",
+            vec!["retry:blog-hello-world", "done:blog-x", "force:abc-d-e"],
+            callback,
+        ),
         (
             "Lambda event",
             vec![
@@ -163,14 +197,21 @@ fn main() {
                 eprintln!("CRASH in {name}: {:?}", String::from_utf8_lossy(&input));
             }
             // Keep some valid-looking mutants to go deeper.
-            if i % 97 == 0 && corpus.len() < 256 && serde_json::from_slice::<Value>(&input).is_ok() {
+            if i % 97 == 0 && corpus.len() < 256 && serde_json::from_slice::<Value>(&input).is_ok()
+            {
                 corpus.push(input);
             }
         }
         let secs = begun.elapsed().as_secs_f64();
-        println!("{name}: {per_target} executions in {secs:.1}s ({:.0}/s), crashes so far {crashes}", per_target as f64 / secs);
+        println!(
+            "{name}: {per_target} executions in {secs:.1}s ({:.0}/s), crashes so far {crashes}",
+            per_target as f64 / secs
+        );
     }
-    println!("fuzz: {} targets x {per_target} executions, {crashes} crashes", targets.len());
+    println!(
+        "fuzz: {} targets x {per_target} executions, {crashes} crashes",
+        targets.len()
+    );
     if crashes > 0 {
         std::process::exit(1);
     }

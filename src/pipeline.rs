@@ -660,9 +660,18 @@ impl Pipeline {
         // Only a draft that no other attempt is in flight for may take the intent: the write is
         // conditional, so two runs that both got past a lost claim cannot both post.
         let intent_from: &[DraftStatus] = if req.action == Action::Force {
-            &[DraftStatus::New, DraftStatus::Failed, DraftStatus::NeedsReview, DraftStatus::Unknown]
+            &[
+                DraftStatus::New,
+                DraftStatus::Failed,
+                DraftStatus::NeedsReview,
+                DraftStatus::Unknown,
+            ]
         } else {
-            &[DraftStatus::New, DraftStatus::Failed, DraftStatus::NeedsReview]
+            &[
+                DraftStatus::New,
+                DraftStatus::Failed,
+                DraftStatus::NeedsReview,
+            ]
         };
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
@@ -1014,16 +1023,14 @@ impl Pipeline {
     /// A create-post that may have worked: the draft stays `unknown` (the intent said so).
     async fn ambiguous(&self, key: &PostKey, dl: &Deadline, why: String) -> Outcome {
         let update = DraftUpdate::Ambiguous { error: why.clone() };
-        let marked = dl
-            .finish(
-                self.settings.timeouts.dynamodb,
-                self.records
-                    .update_draft(key, &update, &[DraftStatus::Unknown], now_s()),
-            )
-            .await;
-        if let Some(e) = flatten(marked) {
-            tracing::warn!(error = %e, "could not note the ambiguous attempt; the draft already says unknown");
-        }
+        self.note(
+            key,
+            dl,
+            &update,
+            &[DraftStatus::Unknown],
+            "the ambiguous attempt (the draft already says unknown)",
+        )
+        .await;
         Outcome::new(
             key,
             OutcomeKind::Unknown,
@@ -1125,14 +1132,31 @@ impl Pipeline {
             retryable,
             next_retry_at: retryable.then(|| now_s() + i64::try_from(delay.as_secs()).unwrap_or(0)),
         };
-        let r = dl
+        self.note(key, dl, &update, from, "the failure").await;
+    }
+
+    /// Applies a draft update as a finishing call; a failure is logged, not fatal. Returns
+    /// whether the update was applied.
+    async fn note(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        what: &str,
+    ) -> bool {
+        let applied = dl
             .finish(
                 self.settings.timeouts.dynamodb,
-                self.records.update_draft(key, &update, from, now_s()),
+                self.records.update_draft(key, update, from, now_s()),
             )
             .await;
-        if let Some(e) = flatten(r) {
-            tracing::warn!(error = %e, "could not note the failure on the draft");
+        match flatten_value(applied) {
+            Ok(applied) => applied,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not note {what} on the draft");
+                false
+            }
         }
     }
 
@@ -1278,15 +1302,10 @@ impl Pipeline {
         let update = DraftUpdate::NeedsReview {
             error: last.clone(),
         };
-        let marked = dl
-            .finish(
-                self.settings.timeouts.dynamodb,
-                self.records
-                    .update_draft(key, &update, &[DraftStatus::Failed], now_s()),
-            )
-            .await;
-        if let Some(e) = flatten(marked) {
-            tracing::warn!(error = %e, "could not mark the draft needs_review");
+        if !self
+            .note(key, dl, &update, &[DraftStatus::Failed], "needs_review")
+            .await
+        {
             return;
         }
         let outcome = failed(key, false, last);
@@ -1305,20 +1324,14 @@ impl Pipeline {
         );
         let text = format!("Reminder: {key} may or may not be on LinkedIn, and it is too late to find out automatically.");
         self.tell(&text, &outcome, dl).await;
-        let marked = dl
-            .finish(
-                self.settings.timeouts.dynamodb,
-                self.records.update_draft(
-                    key,
-                    &DraftUpdate::Reminded,
-                    &[DraftStatus::Unknown],
-                    now_s(),
-                ),
-            )
-            .await;
-        if let Some(e) = flatten(marked) {
-            tracing::warn!(error = %e, "could not note the reminder; the owner may be reminded again");
-        }
+        self.note(
+            key,
+            dl,
+            &DraftUpdate::Reminded,
+            &[DraftStatus::Unknown],
+            "the reminder (the owner may be reminded again)",
+        )
+        .await;
     }
 
     /// The record, draft and claim of `key` as stored now (`postonce status`).

@@ -24,7 +24,10 @@ use support::services::free_port;
 use support::telegram::callback_update;
 
 fn sized(var: &str, default: usize) -> usize {
-    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn sign(body: &[u8]) -> String {
@@ -79,7 +82,10 @@ impl Server {
         };
         let begun = Instant::now();
         while begun.elapsed() < Duration::from_secs(10) {
-            if reqwest::get(format!("{}/healthz", server.base)).await.is_ok_and(|r| r.status().is_success()) {
+            if reqwest::get(format!("{}/healthz", server.base))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
                 return server;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -126,7 +132,8 @@ async fn crash_chaos_no_duplicates_no_lost_drafts() {
         for key in &round {
             // Two triggers per key: the webhook, and a redelivery of it.
             for _ in 0..2 {
-                let (client, base, body) = (client.clone(), server.base.clone(), ci_body(&env, key));
+                let (client, base, body) =
+                    (client.clone(), server.base.clone(), ci_body(&env, key));
                 tokio::spawn(async move { send_ci(&client, &base, body).await });
             }
         }
@@ -146,7 +153,9 @@ async fn crash_chaos_no_duplicates_no_lost_drafts() {
             if settled.contains_key(&key.to_string()) {
                 continue;
             }
-            let Some(outcome) = send_ci(&client, &server.base, ci_body(&env, key)).await else { continue };
+            let Some(outcome) = send_ci(&client, &server.base, ci_body(&env, key)).await else {
+                continue;
+            };
             if let Some(o @ ("posted" | "already_posted")) = outcome["outcome"].as_str() {
                 settled.insert(key.to_string(), o.to_owned());
             }
@@ -202,7 +211,10 @@ async fn storm_of_mixed_triggers_posts_each_key_once() {
     .await;
     let port = free_port();
     let router = Arc::new(Router::new(env.app.clone()));
-    tokio::spawn(postonce::serve::serve(router, format!("127.0.0.1:{port}").parse().expect("addr")));
+    tokio::spawn(postonce::serve::serve(
+        router,
+        format!("127.0.0.1:{port}").parse().expect("addr"),
+    ));
     let base = format!("http://127.0.0.1:{port}");
     for _ in 0..200 {
         if reqwest::get(format!("{base}/healthz")).await.is_ok() {
@@ -210,7 +222,10 @@ async fn storm_of_mixed_triggers_posts_each_key_once() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("client");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .expect("client");
     let keys: Vec<PostKey> = (0..keys_n).map(|_| env.key()).collect();
     let begun = Instant::now();
     let mut tally: HashMap<String, usize> = HashMap::new();
@@ -231,19 +246,33 @@ async fn storm_of_mixed_triggers_posts_each_key_once() {
                         let caption = format!("Chaos and storms for {key}");
                         handles.push(tokio::task::spawn_blocking(move || {
                             let out = Command::new(env!("CARGO_BIN_EXE_postonce"))
-                                .args(["post", "--kind", &kind, "--slug", &slug, "--caption", &caption, "--image", &image, "--json"])
+                                .args([
+                                    "post",
+                                    "--kind",
+                                    &kind,
+                                    "--slug",
+                                    &slug,
+                                    "--caption",
+                                    &caption,
+                                    "--image",
+                                    &image,
+                                    "--json",
+                                ])
                                 .env_clear()
                                 .env("PATH", std::env::var("PATH").unwrap_or_default())
                                 .env("RUST_LOG", "off")
                                 .envs(vars)
                                 .output()
                                 .expect("postonce post");
-                            serde_json::from_slice::<Value>(&out.stdout).ok().and_then(|v| v["outcome"].as_str().map(str::to_owned))
+                            serde_json::from_slice::<Value>(&out.stdout)
+                                .ok()
+                                .and_then(|v| v["outcome"].as_str().map(str::to_owned))
                         }));
                     }
                     // Telegram Retry presses.
                     1..=3 => {
-                        let update = callback_update(update_id, OWNER, CHAT, 1, &format!("retry:{key}"));
+                        let update =
+                            callback_update(update_id, OWNER, CHAT, 1, &format!("retry:{key}"));
                         handles.push(tokio::spawn(async move {
                             let r = client
                                 .post(format!("{base}/telegram"))
@@ -263,7 +292,15 @@ async fn storm_of_mixed_triggers_posts_each_key_once() {
                             send_ci(&client, &base, body).await.and_then(|v| {
                                 let o = v["outcome"].as_str()?;
                                 Some(if o == "failed" {
-                                    format!("failed: {}", v["detail"].as_str().unwrap_or("").chars().take(50).collect::<String>())
+                                    format!(
+                                        "failed: {}",
+                                        v["detail"]
+                                            .as_str()
+                                            .unwrap_or("")
+                                            .chars()
+                                            .take(50)
+                                            .collect::<String>()
+                                    )
                                 } else {
                                     o.to_owned()
                                 })
@@ -294,7 +331,11 @@ async fn storm_of_mixed_triggers_posts_each_key_once() {
         env.linkedin.create_requests(),
         posts.len()
     );
-    assert_eq!(env.linkedin.create_requests(), keys_n as u64, "exactly one create-post per key");
+    assert_eq!(
+        env.linkedin.create_requests(),
+        keys_n as u64,
+        "exactly one create-post per key"
+    );
     assert_eq!(posts.len(), keys_n);
     assert!(per_key.values().all(|n| *n == 1));
 }

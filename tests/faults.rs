@@ -163,7 +163,11 @@ async fn fault_matrix_never_duplicates_and_settles() {
         "after-record",
         "before-release",
     ];
-    let faults = [("error", "return"), ("delay", "return(sleep:2500)"), ("panic", "panic")];
+    let faults = [
+        ("error", "return"),
+        ("delay", "return(sleep:2500)"),
+        ("panic", "panic"),
+    ];
     let mut held = 0;
     let mut total = 0;
     let mut failures = Vec::new();
@@ -180,7 +184,9 @@ async fn fault_matrix_never_duplicates_and_settles() {
                 tokio::spawn(async move { app.pipeline.run(req, dl).await }).await
             };
             fail::remove(point);
-            let first = first.map(|o| o.outcome).map_err(|_| "panicked out of the run");
+            let first = first
+                .map(|o| o.outcome)
+                .map_err(|_| "panicked out of the run");
             // Retry as the owner or the sweeper would, until it settles.
             let mut last = None;
             for _ in 0..10 {
@@ -188,18 +194,31 @@ async fn fault_matrix_never_duplicates_and_settles() {
                 last = Some(o.outcome);
                 match o.outcome {
                     OutcomeKind::Posted | OutcomeKind::AlreadyPosted => break,
-                    OutcomeKind::BeingPosted => tokio::time::sleep(Duration::from_millis(700)).await,
+                    OutcomeKind::BeingPosted => {
+                        tokio::time::sleep(Duration::from_millis(700)).await
+                    }
                     _ => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
             }
-            let posts = env.linkedin.posts().into_iter().filter(|p| p.commentary == caption).count();
+            let posts = env
+                .linkedin
+                .posts()
+                .into_iter()
+                .filter(|p| p.commentary == caption)
+                .count();
             let st = env.status(&key).await;
             let record_urn = st.snapshot.record.as_ref().and_then(|r| r.urn.clone());
-            let fake_urn = env.linkedin.posts().into_iter().find(|p| p.commentary == caption).map(|p| p.urn);
+            let fake_urn = env
+                .linkedin
+                .posts()
+                .into_iter()
+                .find(|p| p.commentary == caption)
+                .map(|p| p.urn);
             let ok = posts == 1
                 && matches!(last, Some(OutcomeKind::Posted | OutcomeKind::AlreadyPosted))
                 && record_urn == fake_urn
-                && st.snapshot.draft.as_ref().map(|d| d.status) == Some(postonce::record::DraftStatus::Posted)
+                && st.snapshot.draft.as_ref().map(|d| d.status)
+                    == Some(postonce::record::DraftStatus::Posted)
                 && st.claim.is_none();
             if ok {
                 held += 1;
@@ -208,7 +227,9 @@ async fn fault_matrix_never_duplicates_and_settles() {
             }
         }
     }
-    println!("fault matrix: {total} combinations (10 fail points x error/delay/panic), {held} held");
+    println!(
+        "fault matrix: {total} combinations (10 fail points x error/delay/panic), {held} held"
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -229,7 +250,10 @@ async fn a_lost_claim_still_cannot_lead_to_a_second_post() {
     // Wait until A holds the claim and sleeps after its upload, then lose the claim.
     let begun = std::time::Instant::now();
     while env.linkedin.uploads() == 0 {
-        assert!(begun.elapsed() < Duration::from_secs(10), "A never uploaded");
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "A never uploaded"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     env.redis().cli(&["FLUSHALL"]);
@@ -238,5 +262,9 @@ async fn a_lost_claim_still_cannot_lead_to_a_second_post() {
     let a = a.await.expect("run a");
     fail::remove("after-upload");
     assert_ne!(a.outcome, OutcomeKind::Posted, "{a:?}");
-    assert_eq!(env.linkedin.create_requests(), 1, "A never sent create-post");
+    assert_eq!(
+        env.linkedin.create_requests(),
+        1,
+        "A never sent create-post"
+    );
 }

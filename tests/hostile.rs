@@ -16,8 +16,14 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<f64>().prop_map(|f| json!(f)),
         ".{0,40}".prop_map(Value::String),
         prop_oneof![
-            Just("blog"), Just("hello-world"), Just("retry:blog-x"), Just("https://cdn.example.com/a.png"),
-            Just("http://169.254.169.254/"), Just("file:///etc/passwd"), Just("Blog"), Just("a--b")
+            Just("blog"),
+            Just("hello-world"),
+            Just("retry:blog-x"),
+            Just("https://cdn.example.com/a.png"),
+            Just("http://169.254.169.254/"),
+            Just("file:///etc/passwd"),
+            Just("Blog"),
+            Just("a--b")
         ]
         .prop_map(|s| Value::String(s.to_owned())),
     ];
@@ -26,11 +32,21 @@ fn json_value() -> impl Strategy<Value = Value> {
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
             prop::collection::hash_map(
                 prop_oneof![
-                    Just("kind".to_owned()), Just("slug".to_owned()), Just("caption".to_owned()),
-                    Just("image_url".to_owned()), Just("link".to_owned()), Just("alt".to_owned()),
-                    Just("update_id".to_owned()), Just("callback_query".to_owned()), Just("data".to_owned()),
-                    Just("from".to_owned()), Just("id".to_owned()), Just("rawPath".to_owned()),
-                    Just("requestContext".to_owned()), Just("body".to_owned()), Just("isBase64Encoded".to_owned()),
+                    Just("kind".to_owned()),
+                    Just("slug".to_owned()),
+                    Just("caption".to_owned()),
+                    Just("image_url".to_owned()),
+                    Just("link".to_owned()),
+                    Just("alt".to_owned()),
+                    Just("update_id".to_owned()),
+                    Just("callback_query".to_owned()),
+                    Just("data".to_owned()),
+                    Just("from".to_owned()),
+                    Just("id".to_owned()),
+                    Just("rawPath".to_owned()),
+                    Just("requestContext".to_owned()),
+                    Just("body".to_owned()),
+                    Just("isBase64Encoded".to_owned()),
                     "[a-z_]{1,10}"
                 ],
                 inner,

@@ -18,7 +18,10 @@ struct Capture(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -30,7 +33,10 @@ fn request(path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpRequest {
     HttpRequest {
         method: "POST".into(),
         path: path.into(),
-        headers: headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
         body: bytes::Bytes::copy_from_slice(body),
     }
 }
@@ -57,14 +63,35 @@ async fn no_secret_reaches_the_logs() {
     env.post(&env.key(), "Logged without Telegram").await;
     env.telegram.set_mode(TgMode::Normal);
     router
-        .handle(request("/ci", &[("x-hub-signature-256", "sha256=00")], b"{}"), dl(), "r1".into())
+        .handle(
+            request("/ci", &[("x-hub-signature-256", "sha256=00")], b"{}"),
+            dl(),
+            "r1".into(),
+        )
         .await;
-    let update = serde_json::to_vec(&callback_update(9, OWNER, 1, 1, &format!("retry:{key}"))).expect("json");
+    let update = serde_json::to_vec(&callback_update(9, OWNER, 1, 1, &format!("retry:{key}")))
+        .expect("json");
     router
-        .handle(request("/telegram", &[("x-telegram-bot-api-secret-token", "wrong")], &update), dl(), "r2".into())
+        .handle(
+            request(
+                "/telegram",
+                &[("x-telegram-bot-api-secret-token", "wrong")],
+                &update,
+            ),
+            dl(),
+            "r2".into(),
+        )
         .await;
     router
-        .handle(request("/telegram", &[("x-telegram-bot-api-secret-token", TG_SECRET)], &update), dl(), "r3".into())
+        .handle(
+            request(
+                "/telegram",
+                &[("x-telegram-bot-api-secret-token", TG_SECRET)],
+                &update,
+            ),
+            dl(),
+            "r3".into(),
+        )
         .await;
     let mut vars = env.vars.clone();
     vars.insert("TELEGRAM_BOT_TOKEN".into(), format!("{TG_TOKEN}x"));
@@ -74,10 +101,13 @@ async fn no_secret_reaches_the_logs() {
     }
     env.post(&env.key(), "Logged with Redis down").await;
 
-    let logs = String::from_utf8_lossy(&capture.0.lock().unwrap_or_else(|p| p.into_inner())).to_string();
+    let logs =
+        String::from_utf8_lossy(&capture.0.lock().unwrap_or_else(|p| p.into_inner())).to_string();
     println!("captured {} bytes of logs", logs.len());
     assert!(logs.len() > 10_000, "the capture saw the runs");
-    for secret in [LI_TOKEN, TG_TOKEN, TG_SECRET, CI_SECRET, "SECRET1", "SECRET2", "SECRET3", "SECRET4"] {
+    for secret in [
+        LI_TOKEN, TG_TOKEN, TG_SECRET, CI_SECRET, "SECRET1", "SECRET2", "SECRET3", "SECRET4",
+    ] {
         assert!(!logs.contains(secret), "{secret} appeared in the logs");
     }
 }

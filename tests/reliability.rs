@@ -16,17 +16,36 @@ use support::linkedin::Mode;
 async fn a_caption_posted_under_another_key_is_refused_unless_forced() {
     for env in [Env::start().await, Env::local().await] {
         let a = env.key();
-        assert_eq!(env.post(&a, "Launch day! See https://x.dev/p?id=1").await.outcome, OutcomeKind::Posted);
+        assert_eq!(
+            env.post(&a, "Launch day! See https://x.dev/p?id=1")
+                .await
+                .outcome,
+            OutcomeKind::Posted
+        );
         let b = env.key();
         // Same caption after normalization: whitespace and a tracking parameter differ.
-        let o = env.post(&b, "Launch   day!\nSee https://x.dev/p?id=1&utm_source=li").await;
-        assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, false), "{o:?}");
+        let o = env
+            .post(&b, "Launch   day!\nSee https://x.dev/p?id=1&utm_source=li")
+            .await;
+        assert_eq!(
+            (o.outcome, o.retryable),
+            (OutcomeKind::Failed, false),
+            "{o:?}"
+        );
         assert!(o.detail.contains(&a.to_string()), "{}", o.detail);
         let buttons: Vec<String> = o.buttons().into_iter().map(|b| b.data).collect();
         assert_eq!(buttons, vec![format!("force:{b}")]);
         assert_eq!(env.linkedin.create_requests(), 1);
-        let report = env.telegram.requests_for("sendMessage").last().cloned().expect("report");
-        assert_eq!(report["reply_markup"]["inline_keyboard"][0][0]["text"], "Post anyway");
+        let report = env
+            .telegram
+            .requests_for("sendMessage")
+            .last()
+            .cloned()
+            .expect("report");
+        assert_eq!(
+            report["reply_markup"]["inline_keyboard"][0][0]["text"],
+            "Post anyway"
+        );
 
         let mut forced = env.request(&b, None);
         forced.action = Action::Force;
@@ -42,18 +61,34 @@ async fn make_due(env: &Env, key: &postonce::key::PostKey, error: &str) {
         retryable: true,
         next_retry_at: Some(now_s() - 1),
     };
-    assert!(env.app.pipeline.records.update_draft(key, &update, &[], now_s()).await.expect("update"));
+    assert!(env
+        .app
+        .pipeline
+        .records
+        .update_draft(key, &update, &[], now_s())
+        .await
+        .expect("update"));
 }
 
 #[tokio::test]
 async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
-    let env = Env::with(Stores::Real, &[("POSTONCE_MAX_ATTEMPTS", "3"), ("POSTONCE_RECONCILE_WINDOW_S", "2")]).await;
+    let env = Env::with(
+        Stores::Real,
+        &[
+            ("POSTONCE_MAX_ATTEMPTS", "3"),
+            ("POSTONCE_RECONCILE_WINDOW_S", "2"),
+        ],
+    )
+    .await;
     let dl = || env.deadline();
 
     // A retryable failure whose time has come is re-run and posted.
     let retried = env.key();
     env.linkedin.set_create_mode(Mode::Status(429));
-    assert_eq!(env.post(&retried, "Rate limited at first").await.outcome, OutcomeKind::Failed);
+    assert_eq!(
+        env.post(&retried, "Rate limited at first").await.outcome,
+        OutcomeKind::Failed
+    );
     env.linkedin.set_create_mode(Mode::Normal);
     let report = env.app.pipeline.sweep(&dl()).await.expect("sweep");
     assert!(report.runs.is_empty(), "not due yet: {report:?}");
@@ -61,43 +96,70 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
 
     // Out of attempts: needs_review, and the owner is told.
     let tired = env.key();
-    env.app.pipeline.records.save_draft(&tired, &env.content("Tired draft"), "test", now_s()).await.expect("draft");
+    env.app
+        .pipeline
+        .records
+        .save_draft(&tired, &env.content("Tired draft"), "test", now_s())
+        .await
+        .expect("draft");
     for _ in 0..3 {
         make_due(&env, &tired, "image host down").await;
     }
 
     // A draft that has a record, left `failed` by hand: swept, never posted again.
     let recorded = env.key();
-    assert_eq!(env.post(&recorded, "Already out there").await.outcome, OutcomeKind::Posted);
+    assert_eq!(
+        env.post(&recorded, "Already out there").await.outcome,
+        OutcomeKind::Posted
+    );
     make_due(&env, &recorded, "stale").await;
 
     // Unknown, still inside the window: the sweep reconciles it.
     let unsure = env.key();
-    env.linkedin.set_create_mode(Mode::AcceptThenHang(Duration::from_secs(10)));
-    assert_eq!(env.post(&unsure, "Did this land?").await.outcome, OutcomeKind::Unknown);
+    env.linkedin
+        .set_create_mode(Mode::AcceptThenHang(Duration::from_secs(10)));
+    assert_eq!(
+        env.post(&unsure, "Did this land?").await.outcome,
+        OutcomeKind::Unknown
+    );
     env.linkedin.set_create_mode(Mode::Normal);
 
     let before = env.linkedin.posts_created();
     let report = env.app.pipeline.sweep(&dl()).await.expect("sweep");
     println!("sweep: {report:?}");
-    let outcome_of = |k: &postonce::key::PostKey| report.runs.iter().find(|o| o.key == k.to_string()).map(|o| o.outcome);
+    let outcome_of = |k: &postonce::key::PostKey| {
+        report
+            .runs
+            .iter()
+            .find(|o| o.key == k.to_string())
+            .map(|o| o.outcome)
+    };
     assert_eq!(outcome_of(&retried), Some(OutcomeKind::Posted));
     assert_eq!(outcome_of(&recorded), Some(OutcomeKind::AlreadyPosted));
     assert_eq!(outcome_of(&unsure), Some(OutcomeKind::AlreadyPosted));
     assert_eq!(report.needs_review, vec![tired.to_string()]);
-    assert_eq!(env.linkedin.posts_created(), before + 1, "only the retried draft was newly posted");
+    assert_eq!(
+        env.linkedin.posts_created(),
+        before + 1,
+        "only the retried draft was newly posted"
+    );
     let draft = env.status(&tired).await.snapshot.draft.expect("draft");
     assert_eq!(draft.status, DraftStatus::NeedsReview);
     assert!(env
         .telegram
         .requests_for("sendMessage")
         .iter()
-        .any(|m| m["text"].as_str().is_some_and(|t| t.contains("Gave up") && t.contains(&tired.to_string()))));
+        .any(|m| m["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Gave up") && t.contains(&tired.to_string()))));
 
     // Unknown past the window: the owner is reminded once, and nothing is sent to LinkedIn.
     let stale = env.key();
     env.linkedin.set_create_mode(Mode::Status(500));
-    assert_eq!(env.post(&stale, "Server error, who knows").await.outcome, OutcomeKind::Unknown);
+    assert_eq!(
+        env.post(&stale, "Server error, who knows").await.outcome,
+        OutcomeKind::Unknown
+    );
     env.linkedin.set_create_mode(Mode::Normal);
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let creates = env.linkedin.create_requests();
@@ -110,5 +172,7 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
         .telegram
         .requests_for("sendMessage")
         .iter()
-        .any(|m| m["text"].as_str().is_some_and(|t| t.contains("Reminder") && t.contains(&stale.to_string()))));
+        .any(|m| m["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Reminder") && t.contains(&stale.to_string()))));
 }

@@ -78,6 +78,25 @@ impl RedisClaims {
     }
 }
 
+/// `SET name value NX EX ttl`: `true` when this call set it.
+async fn set_nx(
+    c: &mut ConnectionManager,
+    name: &str,
+    value: &str,
+    ttl: Duration,
+) -> Result<bool, ClaimError> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(name)
+        .arg(value)
+        .arg("NX")
+        .arg("EX")
+        .arg(ttl.as_secs().max(1))
+        .query_async(c)
+        .await
+        .map_err(err)?;
+    Ok(set.is_some())
+}
+
 trait KindStr {
     fn kind_str(&self) -> String;
 }
@@ -98,16 +117,7 @@ impl ClaimStore for RedisClaims {
     ) -> Result<Acquire, ClaimError> {
         let mut c = self.conn().await?;
         let name = claim_name(key);
-        let set: Option<String> = redis::cmd("SET")
-            .arg(&name)
-            .arg(token)
-            .arg("NX")
-            .arg("EX")
-            .arg(ttl.as_secs().max(1))
-            .query_async(&mut c)
-            .await
-            .map_err(err)?;
-        if set.is_some() {
+        if set_nx(&mut c, &name, token, ttl).await? {
             return Ok(Acquire::Acquired);
         }
         let holder: Option<String> = c.get(&name).await.map_err(err)?;
@@ -165,16 +175,7 @@ impl ClaimStore for RedisClaims {
 
     async fn first_sighting(&self, name: &str, ttl: Duration) -> Result<bool, ClaimError> {
         let mut c = self.conn().await?;
-        let set: Option<String> = redis::cmd("SET")
-            .arg(name)
-            .arg(1)
-            .arg("NX")
-            .arg("EX")
-            .arg(ttl.as_secs().max(1))
-            .query_async(&mut c)
-            .await
-            .map_err(err)?;
-        Ok(set.is_some())
+        set_nx(&mut c, name, "1", ttl).await
     }
 
     async fn ping(&self) -> Result<(), ClaimError> {
