@@ -593,3 +593,77 @@ async fn retry_posts_the_stored_draft() {
         );
     }
 }
+
+/// Commands the client sent. Redis also counts the GET and DEL its release script runs inside
+/// EVALSHA; on these paths a client-side GET would only come from a lost claim race, so GET and
+/// DEL are left out and the rest are the round trips.
+fn redis_calls(env: &Env) -> u64 {
+    env.redis()
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_"))
+        .filter(|l| !["cmdstat_info", "cmdstat_config", "cmdstat_get:", "cmdstat_del:"].iter().any(|p| l.starts_with(p)))
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Round trips per run, counted at the real servers and the fakes: happy path Redis 2, DynamoDB
+/// 4 (draft, check, intent, record), LinkedIn 3, image 1; already-posted Redis 2, DynamoDB 1.
+#[tokio::test]
+async fn round_trips_per_run() {
+    let env = Env::start().await;
+    let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
+    // Warm up connections and load the release script once.
+    env.post(&env.key(), "warm-up").await;
+    let key = env.key();
+    env.redis().cli(&["CONFIG", "RESETSTAT"]);
+    let (d0, l0, i0) = (dynamo.requests_sent(), env.linkedin.total_requests().await, env.images.total_hits().await);
+    assert_eq!(env.post(&key, "Counted").await.outcome, OutcomeKind::Posted);
+    let happy = (
+        redis_calls(&env),
+        dynamo.requests_sent() - d0,
+        env.linkedin.total_requests().await - l0,
+        env.images.total_hits().await - i0,
+    );
+    env.redis().cli(&["CONFIG", "RESETSTAT"]);
+    let d1 = dynamo.requests_sent();
+    assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
+    let already = (redis_calls(&env), dynamo.requests_sent() - d1);
+    println!("round trips: happy path Redis {}, DynamoDB {}, LinkedIn {}, image {}; already-posted Redis {}, DynamoDB {}", happy.0, happy.1, happy.2, happy.3, already.0, already.1);
+    assert_eq!(happy, (2, 4, 3, 1));
+    assert_eq!(already, (2, 1));
+}
+
+/// A connection reset after the request was sent is ambiguous for create-post and transient
+/// for the safe calls; a refused connection is "not sent".
+#[tokio::test]
+async fn resets_and_refusals_are_classified() {
+    use postonce::publish::linkedin::LinkedIn;
+    use postonce::publish::{NewPost, Publisher};
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            drop(sock);
+        }
+    });
+    let http = postonce::app::http_client().expect("client");
+    let li = LinkedIn::new(http.clone(), &format!("http://{addr}"), Secret::new("t"), "urn:li:person:x", "202610");
+    let post = NewPost {
+        commentary: "x".into(),
+        image_urn: "urn:li:image:1".into(),
+        alt: None,
+    };
+    let e = li.create_post(&post).await.expect_err("reset");
+    assert!(e.is_ambiguous(), "{e:?}");
+    let e = li.initialize_upload().await.expect_err("reset");
+    assert!(e.is_transient() && !matches!(e, postonce::publish::PublishError::Rejected { .. }), "{e:?}");
+    let closed = support::services::free_port();
+    let li = LinkedIn::new(http, &format!("http://127.0.0.1:{closed}"), Secret::new("t"), "urn:li:person:x", "202610");
+    let e = li.create_post(&post).await.expect_err("refused");
+    assert!(matches!(e, postonce::publish::PublishError::NotSent(_)), "{e:?}");
+    assert!(!e.is_ambiguous());
+}

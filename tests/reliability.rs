@@ -176,3 +176,30 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
             .as_str()
             .is_some_and(|t| t.contains("Reminder") && t.contains(&stale.to_string()))));
 }
+
+/// The sweeper re-drives a posted-but-not-recorded draft: it meets the kept claim and repairs
+/// the record without posting.
+#[tokio::test]
+async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
+    let env = Env::start().await;
+    let key = env.key();
+    env.app.pipeline.records.save_draft(&key, &env.content("Kept claim"), "test", now_s()).await.expect("draft");
+    let pending = postonce::record::PendingPost {
+        commentary: "Kept claim".into(),
+        image_urn: "urn:li:image:1".into(),
+        alt: None,
+        at: now_s(),
+        run: "run-gone".into(),
+    };
+    assert!(env.app.pipeline.records.update_draft(&key, &DraftUpdate::Intent(pending), &[], now_s()).await.expect("intent"));
+    // The state a run leaves when LinkedIn accepted and the record write failed.
+    env.redis().cli(&["SET", &format!("claim:{key}"), "posted:urn:li:share:424242", "EX", "604800"]);
+    let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let run = report.runs.iter().find(|o| o.key == key.to_string()).expect("swept");
+    assert_eq!(run.outcome, OutcomeKind::AlreadyPosted, "{run:?}");
+    let st = env.status(&key).await;
+    assert_eq!(st.snapshot.record.and_then(|r| r.urn).as_deref(), Some("urn:li:share:424242"));
+    assert_eq!(st.snapshot.draft.map(|d| d.status), Some(DraftStatus::Posted));
+    assert!(st.claim.is_none());
+    assert_eq!(env.linkedin.total_requests().await, 0);
+}

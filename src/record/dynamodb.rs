@@ -6,13 +6,18 @@
 //! path costs one write and the draft never disagrees with the record.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::config::{
+    BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
+};
+use aws_sdk_dynamodb::error::{BoxError, DisplayErrorContext};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
     Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
@@ -33,6 +38,27 @@ type Item = HashMap<String, AttributeValue>;
 pub struct DynamoStore {
     client: Client,
     table: String,
+    requests: Arc<AtomicU64>,
+}
+
+/// Counts the HTTP requests the client sends (retries included), for the request-count figures.
+#[derive(Debug)]
+struct CountRequests(Arc<AtomicU64>);
+
+impl Intercept for CountRequests {
+    fn name(&self) -> &'static str {
+        "CountRequests"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 fn sdk_err(what: &str, e: impl std::error::Error) -> StoreError {
@@ -316,14 +342,22 @@ impl DynamoStore {
             )
             .retry_config(RetryConfig::standard().with_max_attempts(3));
         let shared = loader.load().await;
-        let mut builder = aws_sdk_dynamodb::config::Builder::from(&shared);
+        let requests = Arc::new(AtomicU64::new(0));
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(&shared)
+            .interceptor(CountRequests(requests.clone()));
         if let Some(ep) = &config.dynamodb_endpoint {
             builder = builder.endpoint_url(ep);
         }
         Self {
             client: Client::from_conf(builder.build()),
             table: table.to_owned(),
+            requests,
         }
+    }
+
+    /// HTTP requests sent to DynamoDB so far by this client.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Creates the table (`pk` S, pay per request) and turns TTL on for `expires_at`.
