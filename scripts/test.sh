@@ -62,7 +62,17 @@ cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "cargo test"
+LOG_DIR="$CARGO_TARGET_DIR/tmp/postonce-test-logs"
+rm -rf "$LOG_DIR"
 cargo test "$@"
+step "searching the suite's logs for the test secrets"
+if [[ -d "$LOG_DIR" ]]; then
+  printf 'captured %s log lines from %s test processes\n' "$(cat "$LOG_DIR"/*.log | wc -l)" "$(ls "$LOG_DIR" | wc -l)"
+  if grep -l -E 'SECRET[1-4]' "$LOG_DIR"/*.log; then
+    echo "a test secret appeared in the logs above" >&2
+    exit 1
+  fi
+fi
 step "fuzzing the parsers (1,000,000 executions per target)"
 cargo run --quiet --example fuzz_parsers -- "${POSTONCE_FUZZ_EXECUTIONS:-1000000}"
 step "template checks (cfn-lint, sam validate --lint, template vs code)"

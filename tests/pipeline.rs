@@ -602,8 +602,24 @@ fn redis_calls(env: &Env) -> u64 {
         .cli(&["INFO", "commandstats"])
         .lines()
         .filter(|l| l.starts_with("cmdstat_"))
-        .filter(|l| !["cmdstat_info", "cmdstat_config", "cmdstat_get:", "cmdstat_del:"].iter().any(|p| l.starts_with(p)))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .filter(|l| {
+            ![
+                "cmdstat_info",
+                "cmdstat_config",
+                "cmdstat_get:",
+                "cmdstat_del:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum()
 }
 
@@ -617,7 +633,11 @@ async fn round_trips_per_run() {
     env.post(&env.key(), "warm-up").await;
     let key = env.key();
     env.redis().cli(&["CONFIG", "RESETSTAT"]);
-    let (d0, l0, i0) = (dynamo.requests_sent(), env.linkedin.total_requests().await, env.images.total_hits().await);
+    let (d0, l0, i0) = (
+        dynamo.requests_sent(),
+        env.linkedin.total_requests().await,
+        env.images.total_hits().await,
+    );
     assert_eq!(env.post(&key, "Counted").await.outcome, OutcomeKind::Posted);
     let happy = (
         redis_calls(&env),
@@ -641,7 +661,9 @@ async fn resets_and_refusals_are_classified() {
     use postonce::publish::linkedin::LinkedIn;
     use postonce::publish::{NewPost, Publisher};
     use tokio::io::AsyncReadExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
@@ -651,7 +673,13 @@ async fn resets_and_refusals_are_classified() {
         }
     });
     let http = postonce::app::http_client().expect("client");
-    let li = LinkedIn::new(http.clone(), &format!("http://{addr}"), Secret::new("t"), "urn:li:person:x", "202610");
+    let li = LinkedIn::new(
+        http.clone(),
+        &format!("http://{addr}"),
+        Secret::new("t"),
+        "urn:li:person:x",
+        "202610",
+    );
     let post = NewPost {
         commentary: "x".into(),
         image_urn: "urn:li:image:1".into(),
@@ -660,10 +688,22 @@ async fn resets_and_refusals_are_classified() {
     let e = li.create_post(&post).await.expect_err("reset");
     assert!(e.is_ambiguous(), "{e:?}");
     let e = li.initialize_upload().await.expect_err("reset");
-    assert!(e.is_transient() && !matches!(e, postonce::publish::PublishError::Rejected { .. }), "{e:?}");
+    assert!(
+        e.is_transient() && !matches!(e, postonce::publish::PublishError::Rejected { .. }),
+        "{e:?}"
+    );
     let closed = support::services::free_port();
-    let li = LinkedIn::new(http, &format!("http://127.0.0.1:{closed}"), Secret::new("t"), "urn:li:person:x", "202610");
+    let li = LinkedIn::new(
+        http,
+        &format!("http://127.0.0.1:{closed}"),
+        Secret::new("t"),
+        "urn:li:person:x",
+        "202610",
+    );
     let e = li.create_post(&post).await.expect_err("refused");
-    assert!(matches!(e, postonce::publish::PublishError::NotSent(_)), "{e:?}");
+    assert!(
+        matches!(e, postonce::publish::PublishError::NotSent(_)),
+        "{e:?}"
+    );
     assert!(!e.is_ambiguous());
 }

@@ -183,7 +183,12 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
 async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
     let env = Env::start().await;
     let key = env.key();
-    env.app.pipeline.records.save_draft(&key, &env.content("Kept claim"), "test", now_s()).await.expect("draft");
+    env.app
+        .pipeline
+        .records
+        .save_draft(&key, &env.content("Kept claim"), "test", now_s())
+        .await
+        .expect("draft");
     let pending = postonce::record::PendingPost {
         commentary: "Kept claim".into(),
         image_urn: "urn:li:image:1".into(),
@@ -191,15 +196,42 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         at: now_s(),
         run: "run-gone".into(),
     };
-    assert!(env.app.pipeline.records.update_draft(&key, &DraftUpdate::Intent(pending), &[], now_s()).await.expect("intent"));
+    assert!(env
+        .app
+        .pipeline
+        .records
+        .update_draft(&key, &DraftUpdate::Intent(pending), &[], now_s())
+        .await
+        .expect("intent"));
     // The state a run leaves when LinkedIn accepted and the record write failed.
-    env.redis().cli(&["SET", &format!("claim:{key}"), "posted:urn:li:share:424242", "EX", "604800"]);
-    let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
-    let run = report.runs.iter().find(|o| o.key == key.to_string()).expect("swept");
+    env.redis().cli(&[
+        "SET",
+        &format!("claim:{key}"),
+        "posted:urn:li:share:424242",
+        "EX",
+        "604800",
+    ]);
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    let run = report
+        .runs
+        .iter()
+        .find(|o| o.key == key.to_string())
+        .expect("swept");
     assert_eq!(run.outcome, OutcomeKind::AlreadyPosted, "{run:?}");
     let st = env.status(&key).await;
-    assert_eq!(st.snapshot.record.and_then(|r| r.urn).as_deref(), Some("urn:li:share:424242"));
-    assert_eq!(st.snapshot.draft.map(|d| d.status), Some(DraftStatus::Posted));
+    assert_eq!(
+        st.snapshot.record.and_then(|r| r.urn).as_deref(),
+        Some("urn:li:share:424242")
+    );
+    assert_eq!(
+        st.snapshot.draft.map(|d| d.status),
+        Some(DraftStatus::Posted)
+    );
     assert!(st.claim.is_none());
     assert_eq!(env.linkedin.total_requests().await, 0);
 }

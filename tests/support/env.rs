@@ -55,6 +55,7 @@ impl Env {
 
     /// An environment with `overrides` applied to the variables (an empty value removes one).
     pub async fn with(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;
         let images = ImageHost::start().await;
         let telegram = TelegramFake::start(TG_TOKEN).await;
@@ -185,6 +186,29 @@ impl Env {
             .await
             .expect("status readable")
     }
+}
+
+/// Sends every test process's logs to `target/tmp/postonce-test-logs/`, where scripts/test.sh
+/// searches them for the test secrets after the suite (the whole suite runs with recognisable
+/// secret values).
+pub fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("postonce-test-logs");
+        let _ = std::fs::create_dir_all(&dir);
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "test".into());
+        let path = dir.join(format!("{exe}-{}.log", std::process::id()));
+        if let Ok(file) = std::fs::File::create(path) {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new("info,postonce=trace"))
+                .with_writer(std::sync::Mutex::new(file))
+                .with_ansi(false)
+                .try_init();
+        }
+    });
 }
 
 pub async fn build(vars: &HashMap<String, String>) -> App {
