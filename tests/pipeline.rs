@@ -364,12 +364,8 @@ async fn safe_calls_are_retried() {
     let key = env.key();
     env.linkedin.set_init_mode(Mode::StatusTimes(503, 1));
     env.linkedin.set_upload_mode(Mode::StatusTimes(500, 1));
-    let mut content = env.content("Flaky but fine");
-    content.image = env.images.url("/flaky.png");
     let o = env
-        .app
-        .pipeline
-        .run(env.request(&key, Some(content)), env.deadline())
+        .post_image(&key, "Flaky but fine", &env.images.url("/flaky.png"))
         .await;
     assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
     assert_eq!(env.images.hits("/flaky.png").await, 3);
@@ -386,19 +382,14 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
     env.images.redirect_away_to(&other.url("/cover.png")).await;
     for p in [
         "/huge.png",
+        "/huge-chunked.png",
         "/page.html",
         "/fake.png",
         "/redirect-away",
         "/missing.png",
     ] {
         let key = env.key();
-        let mut content = env.content("Bad image");
-        content.image = env.images.url(p);
-        let o = env
-            .app
-            .pipeline
-            .run(env.request(&key, Some(content)), env.deadline())
-            .await;
+        let o = env.post_image(&key, "Bad image", &env.images.url(p)).await;
         assert_eq!(
             (o.outcome, o.retryable),
             (OutcomeKind::Failed, false),
@@ -412,13 +403,7 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
         "file:///etc/passwd".into(),
     ] {
         let key = env.key();
-        let mut content = env.content("Bad origin");
-        content.image = url.clone();
-        let o = env
-            .app
-            .pipeline
-            .run(env.request(&key, Some(content)), env.deadline())
-            .await;
+        let o = env.post_image(&key, "Bad origin", &url).await;
         assert_eq!(
             (o.outcome, o.retryable),
             (OutcomeKind::Failed, false),
@@ -433,12 +418,12 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
     assert_eq!(env.linkedin.total_requests().await, 0);
 
     let key = env.key();
-    let mut content = env.content("Same-origin redirect is fine");
-    content.image = env.images.url("/redirect-same");
     let o = env
-        .app
-        .pipeline
-        .run(env.request(&key, Some(content)), env.deadline())
+        .post_image(
+            &key,
+            "Same-origin redirect is fine",
+            &env.images.url("/redirect-same"),
+        )
         .await;
     assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
 }

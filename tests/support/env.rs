@@ -171,6 +171,16 @@ impl Env {
         self.app.pipeline.run(req, self.deadline()).await
     }
 
+    /// One run with a fresh draft whose cover image is `image`.
+    pub async fn post_image(&self, key: &PostKey, caption: &str, image: &str) -> Outcome {
+        let mut content = self.content(caption);
+        content.image = image.to_owned();
+        self.app
+            .pipeline
+            .run(self.request(key, Some(content)), self.deadline())
+            .await
+    }
+
     /// One run of the stored draft (a Retry).
     pub async fn retry(&self, key: &PostKey) -> Outcome {
         self.app

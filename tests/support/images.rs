@@ -52,7 +52,16 @@ impl ImageHost {
         huge.resize(9 * 1024 * 1024, 0);
         serve(
             "/huge.png",
-            ResponseTemplate::new(200).set_body_raw(huge, "image/png"),
+            ResponseTemplate::new(200).set_body_raw(huge.clone(), "image/png"),
+        )
+        .mount(&server)
+        .await;
+        // No Content-Length: the cap must hold while streaming.
+        serve(
+            "/huge-chunked.png",
+            ResponseTemplate::new(200)
+                .set_body_raw(huge, "image/png")
+                .insert_header("transfer-encoding", "chunked"),
         )
         .mount(&server)
         .await;
