@@ -70,15 +70,16 @@ impl App {
             }
         };
 
+        let dry_run = config.linkedin.is_none();
         let mut dynamo = None;
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {
-                let store = Arc::new(DynamoStore::connect(&config, table).await);
+                let store = Arc::new(DynamoStore::connect(&config, table, dry_run).await);
                 dynamo = Some(store.clone());
                 store
             }
             None => Arc::new(
-                LocalStore::open(&config.data_dir)
+                LocalStore::open(&config.data_dir, dry_run)
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };

@@ -293,12 +293,17 @@ fn post_request(
                     return Err("--link must be an http(s) URL".into());
                 }
             }
-            Some(DraftContent {
+            let content = DraftContent {
                 caption: caption.clone(),
                 image,
                 link: link.clone(),
                 alt: alt.clone(),
-            })
+            };
+            let total = crate::pipeline::full_text(&content).chars().count();
+            if total > MAX_CHARS {
+                return Err(format!("--caption with the link appended has {total} characters; LinkedIn takes at most {MAX_CHARS}"));
+            }
+            Some(content)
         }
     };
     Ok(PostRequest {

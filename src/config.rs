@@ -173,6 +173,12 @@ impl Config {
             PathBuf::from(get("POSTONCE_DATA_DIR").unwrap_or_else(|| ".postonce".into()));
 
         let redis_url = get("REDIS_URL");
+        if table.is_some() && redis_url.is_none() {
+            return Err(bad(
+                "REDIS_URL",
+                "required when POSTONCE_TABLE is set: in-process claims are for local mode only (REDIS_URL_PARAM may name an SSM parameter holding it)",
+            ));
+        }
         if let Some(url) = &redis_url {
             if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
                 return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
@@ -531,6 +537,7 @@ mod tests {
                 "POSTONCE_IMAGE_HOSTS",
             ),
             (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
+            (vec![("POSTONCE_TABLE", "postonce")], "REDIS_URL"),
         ] {
             let err = load(&pairs).unwrap_err();
             assert_eq!(err.var, var, "{pairs:?}: {err}");

@@ -109,9 +109,10 @@ impl OriginPolicy {
                         .to_owned(),
                 ),
             };
-            if scheme == "http" && !matches!(host, HostRule::Exact(_)) {
+            let loopback = matches!(&host, HostRule::Exact(h) if h == "localhost" || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+            if scheme == "http" && !loopback {
                 return Err(format!(
-                    "{entry:?}: http:// is only allowed for one explicit host"
+                    "{entry:?}: http:// is only allowed for an explicit loopback origin such as http://127.0.0.1:8080 (local use)"
                 ));
             }
             rules.push(OriginRule { scheme, host, port });
@@ -504,6 +505,8 @@ mod tests {
         assert!(p.check("http://cdn.example.com/a.png").is_err());
         assert!(p.check("https://evil.com/a.png").is_err());
         assert!(OriginPolicy::parse("http://*.example.org").is_err());
+        assert!(OriginPolicy::parse("http://cdn.example.org").is_err());
+        assert!(OriginPolicy::parse("http://localhost:8080").is_ok());
         assert!(OriginPolicy::parse("ftp://x").is_err());
         assert!(OriginPolicy::parse("https://a/b").is_err());
     }

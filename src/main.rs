@@ -34,6 +34,10 @@ async fn lambda_main() -> i32 {
             return 2;
         }
     };
+    if config.redis_url.is_none() {
+        tracing::error!("configuration: REDIS_URL: required in Lambda (in-process claims would not span sandboxes)");
+        return 2;
+    }
     let app = match postonce::app::App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => {

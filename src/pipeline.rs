@@ -312,12 +312,9 @@ impl Pipeline {
     }
 
     async fn report(&self, req: &PostRequest, outcome: &Outcome, dl: &Deadline) {
-        // "Another run is posting" is news only to someone who pressed a button; the run that
-        // holds the claim reports the result.
-        if outcome.outcome == OutcomeKind::BeingPosted
-            && req.reply_to.is_none()
-            && req.source != Source::Telegram
-        {
+        // The sweeper's own "another run is posting" is noise: the run holding the claim
+        // reports. Every trigger's outcome is reported, as the outcomes table says.
+        if outcome.outcome == OutcomeKind::BeingPosted && req.source == Source::Sweep {
             return;
         }
         match dl
@@ -384,6 +381,10 @@ impl Pipeline {
         let acquired = match acquired {
             Ok(a) => a,
             Err(e) => {
+                // A SET whose answer was lost may have landed: take back our own claim, if any.
+                let _ = dl
+                    .finish(t.redis, self.claims.release(key, &req.run_id))
+                    .await;
                 let detail =
                     format!("{e}; nothing was uploaded or posted (no post without a claim)");
                 self.mark_failed(
@@ -477,7 +478,7 @@ impl Pipeline {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let hash_hint = req.content.as_ref().map(|c| caption_hash(&c.caption));
+        let hash_hint = req.content.as_ref().map(|c| caption_hash(&full_text(c)));
         let loaded = dl
             .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
             .await;
@@ -491,6 +492,30 @@ impl Pipeline {
             }
         };
         if let Some(record) = snapshot.record {
+            // A draft stored again after its record (a redelivery after the draft expired)
+            // is done: mark it so the sweeper leaves it alone.
+            if snapshot
+                .draft
+                .as_ref()
+                .is_some_and(|d| d.status != DraftStatus::Posted)
+            {
+                let expires_at =
+                    now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+                let open = [
+                    DraftStatus::New,
+                    DraftStatus::Failed,
+                    DraftStatus::Unknown,
+                    DraftStatus::NeedsReview,
+                ];
+                self.note(
+                    key,
+                    dl,
+                    &DraftUpdate::Recorded { expires_at },
+                    &open,
+                    "the record",
+                )
+                .await;
+            }
             let how = match record.source.as_str() {
                 "owner" => "confirmed by the owner",
                 _ => "recorded",
@@ -529,7 +554,7 @@ impl Pipeline {
         let draft = snapshot.draft.as_ref();
         if req.action != Action::Force {
             // Content guard: the same caption (normalized) already posted under another key.
-            let hash = caption_hash(&content.caption);
+            let hash = caption_hash(&full_text(&content));
             let owner = if hash_hint.as_deref() == Some(hash.as_str()) {
                 Ok(snapshot.caption_owner.clone())
             } else {
@@ -657,6 +682,15 @@ impl Pipeline {
             image_urn: target.image_urn,
             alt: content.alt.clone(),
         };
+        // create-post gets its whole budget or is not sent: a sliver would only turn a clean
+        // failure into an `unknown`.
+        if dl.for_work(t.linkedin) != Some(t.linkedin) {
+            let why = format!(
+                "not enough time left in this run to give create-post its full {:?}; retry",
+                t.linkedin
+            );
+            return self.fail(key, dl, why, true, attempts, None).await;
+        }
         // Only a draft that no other attempt is in flight for may take the intent: the write is
         // conditional, so two runs that both got past a lost claim cannot both post.
         let intent_from: &[DraftStatus] = if req.action == Action::Force {
@@ -710,7 +744,7 @@ impl Pipeline {
                 return (failed(key, true, why), Finish::Release);
             }
         }
-        self.create(req, dl, &post, &content.caption, false, progress)
+        self.create(req, dl, &post, &full_text(content), false, progress)
             .await
     }
 
@@ -857,11 +891,7 @@ impl Pipeline {
             image_urn: pending.image_urn.clone(),
             alt: pending.alt.clone(),
         };
-        let caption = draft
-            .content
-            .as_ref()
-            .map(|c| c.caption.clone())
-            .unwrap_or_default();
+        let caption = draft.content.as_ref().map(full_text).unwrap_or_default();
         self.create(req, dl, &post, &caption, true, progress).await
     }
 
@@ -971,6 +1001,14 @@ impl Pipeline {
                 }
                 let detail = match written {
                     PutPosted::Created => "the record was missing; repaired it from the kept claim",
+                    PutPosted::Exists(other) if urn.is_some() && other.urn.is_some() && other.urn != urn => {
+                        tracing::error!(
+                            kept_urn = ?urn,
+                            recorded_urn = ?other.urn,
+                            "DUPLICATE POST: the kept claim and the record name different posts"
+                        );
+                        "recorded, but under a different post than the kept claim: one of them is a duplicate"
+                    }
                     PutPosted::Exists(_) => "recorded",
                 };
                 tracing::warn!(urn = ?urn, "{detail}");
@@ -995,7 +1033,7 @@ impl Pipeline {
         let key = &req.key;
         let caption = draft
             .and_then(|d| d.content.as_ref())
-            .map(|c| c.caption.clone())
+            .map(full_text)
             .unwrap_or_default();
         let (outcome, _) = self
             .record(req, dl, None, &caption, OutcomeKind::AlreadyPosted, "owner")
@@ -1049,7 +1087,9 @@ impl Pipeline {
         why: String,
         retryable: bool,
     ) -> Outcome {
-        let (outcome, _) = self.fail(key, dl, why, retryable, 0, None).await;
+        let (outcome, _) = self
+            .fail_from(key, dl, why, retryable, 0, None, &[DraftStatus::Unknown])
+            .await;
         outcome
     }
 
@@ -1095,14 +1135,38 @@ impl Pipeline {
         attempts: u32,
         retry_after: Option<Duration>,
     ) -> (Outcome, Finish) {
-        let detail = format!("{why}; nothing was posted");
-        let from = [
+        // Before this run's intent, an `unknown` draft belongs to another attempt (its result
+        // is still open): it is never overwritten from here.
+        let before_intent = [
             DraftStatus::New,
             DraftStatus::Failed,
-            DraftStatus::Unknown,
             DraftStatus::NeedsReview,
         ];
-        self.mark_failed(key, dl, &detail, retryable, attempts, retry_after, &from)
+        self.fail_from(
+            key,
+            dl,
+            why,
+            retryable,
+            attempts,
+            retry_after,
+            &before_intent,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_from(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: String,
+        retryable: bool,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        from: &[DraftStatus],
+    ) -> (Outcome, Finish) {
+        let detail = format!("{why}; nothing was posted");
+        self.mark_failed(key, dl, &detail, retryable, attempts, retry_after, from)
             .await;
         (failed(key, retryable, detail), Finish::Release)
     }

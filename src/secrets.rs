@@ -78,12 +78,17 @@ pub async fn resolve(
     }
     let client = aws_sdk_ssm::Client::from_conf(builder.build());
     let names: Vec<String> = wanted.iter().map(|(_, n)| n.clone()).collect();
-    let out = client
+    let call = client
         .get_parameters()
         .set_names(Some(names))
         .with_decryption(true)
-        .send()
+        .send();
+    let out = tokio::time::timeout(Duration::from_secs(10), call)
         .await
+        .map_err(|_| ConfigError {
+            var: param_var(wanted[0].0),
+            problem: "SSM did not answer GetParameters within 10 s".into(),
+        })?
         .map_err(|e| ConfigError {
             var: param_var(wanted[0].0),
             problem: format!(

@@ -55,7 +55,14 @@ async fn respond(
                     body: body.to_bytes(),
                 };
                 let dl = Deadline::after(router.app.config.function_timeout);
-                router.handle(request, dl, new_run_id()).await
+                // The run goes on in its own task: a client that hangs up (GitHub stops
+                // waiting after 10 s) must not cancel a run halfway through.
+                let router = router.clone();
+                tokio::spawn(async move { router.handle(request, dl, new_run_id()).await })
+                    .await
+                    .unwrap_or_else(|e| {
+                        HttpResponse::error(500, "internal", format!("the run failed: {e}"))
+                    })
             }
             Err(e) if e.to_string().contains("length limit") => HttpResponse::error(
                 413,

@@ -148,6 +148,7 @@ async fn fault_matrix_never_duplicates_and_settles() {
             ("POSTONCE_CLAIM_TTL_S", "3"),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1500"),
             ("POSTONCE_REDIS_TIMEOUT_MS", "800"),
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", "1000"),
         ],
     )
     .await;

@@ -692,3 +692,32 @@ async fn resets_and_refusals_are_classified() {
     );
     assert!(!e.is_ambiguous());
 }
+
+/// A dry run keeps its records apart: the first real run of the same draft still posts.
+#[tokio::test]
+async fn a_dry_run_never_stops_the_first_real_post() {
+    let env = Env::local().await;
+    let mut dry_vars = env.vars.clone();
+    dry_vars.remove("LINKEDIN_ACCESS_TOKEN");
+    let dry = support::env::build(&dry_vars).await;
+    let key = env.key();
+    let req = env.request(&key, Some(env.content("Tried as a dry run first")));
+    let o = dry.pipeline.run(req, env.deadline()).await;
+    assert_eq!(o.outcome, OutcomeKind::Posted);
+    assert!(o.dry_run && o.urn.as_deref().is_some_and(|u| u.contains("dryrun")));
+    let again = dry
+        .pipeline
+        .run(env.request(&key, None), env.deadline())
+        .await;
+    assert_eq!(
+        again.outcome,
+        OutcomeKind::AlreadyPosted,
+        "dry runs answer already_posted among themselves"
+    );
+    assert_eq!(env.linkedin.total_requests().await, 0);
+
+    let real = env.post(&key, "Tried as a dry run first").await;
+    assert_eq!(real.outcome, OutcomeKind::Posted, "{real:?}");
+    assert!(!real.dry_run);
+    assert_eq!(env.linkedin.posts_created(), 1);
+}

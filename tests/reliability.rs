@@ -136,6 +136,12 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
     };
     assert_eq!(outcome_of(&retried), Some(OutcomeKind::Posted));
     assert_eq!(outcome_of(&recorded), Some(OutcomeKind::AlreadyPosted));
+    let draft = env.status(&recorded).await.snapshot.draft.expect("draft");
+    assert_eq!(
+        draft.status,
+        DraftStatus::Posted,
+        "a draft with a record is marked done"
+    );
     assert_eq!(outcome_of(&unsure), Some(OutcomeKind::AlreadyPosted));
     assert_eq!(report.needs_review, vec![tired.to_string()]);
     assert_eq!(

@@ -39,6 +39,9 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     requests: Arc<AtomicU64>,
+    /// Prefix of every item's key: empty, or `dryrun:` for the dry-run publisher's runs, so a
+    /// dry run never leaves a record that would stop the first real post.
+    ns: &'static str,
 }
 
 /// Counts the HTTP requests the client sends (retries included), for the request-count figures.
@@ -103,8 +106,8 @@ fn record_from_item(item: &Item) -> Result<PostedRecord, StoreError> {
     })
 }
 
-fn record_to_item(r: &PostedRecord) -> Item {
-    let mut item = pk(format!("posted:{}", r.key));
+fn record_to_item(ns: &str, r: &PostedRecord) -> Item {
+    let mut item = pk(format!("{ns}posted:{}", r.key));
     item.insert("key".into(), s(&r.key));
     item.insert("posted_at".into(), n(r.posted_at));
     item.insert("run".into(), s(&r.run));
@@ -307,6 +310,16 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::Reminded => {
             e.set("reminded", AttributeValue::Bool(true));
         }
+        DraftUpdate::Recorded { expires_at } => {
+            e.set("status", s(DraftStatus::Posted.as_str()))
+                .set("expires_at", n(*expires_at))
+                .remove("next_retry_at")
+                .remove("pending_commentary")
+                .remove("pending_image_urn")
+                .remove("pending_alt")
+                .remove("pending_at")
+                .remove("pending_run");
+        }
     }
     e
 }
@@ -314,7 +327,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
 impl DynamoStore {
     /// Builds the client once per process from `config` (region, endpoint, static credentials
     /// when given, the SDK's chain otherwise), with the DynamoDB budget as the attempt timeout.
-    pub async fn connect(config: &Config, table: &str) -> Self {
+    pub async fn connect(config: &Config, table: &str, dry_run: bool) -> Self {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         match &config.aws_region {
             Some(r) => loader = loader.region(Region::new(r.clone())),
@@ -352,7 +365,12 @@ impl DynamoStore {
             client: Client::from_conf(builder.build()),
             table: table.to_owned(),
             requests,
+            ns: if dry_run { "dryrun:" } else { "" },
         }
+    }
+
+    fn key(&self, name: String) -> Item {
+        pk(format!("{}{name}", self.ns))
     }
 
     /// HTTP requests sent to DynamoDB so far by this client.
@@ -429,7 +447,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(pk(format!("posted:{key}"))))
+            .set_key(Some(self.key(format!("posted:{key}"))))
             .consistent_read(true)
             .send()
             .await
@@ -462,7 +480,7 @@ impl RecordStore for DynamoStore {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(pk(draft_name(key))))
+            .set_key(Some(self.key(draft_name(key))))
             .update_expression(e.expression())
             .set_expression_attribute_names(Some(e.names))
             .set_expression_attribute_values(Some(e.values))
@@ -477,9 +495,9 @@ impl RecordStore for DynamoStore {
         key: &PostKey,
         caption_hash: Option<&str>,
     ) -> Result<Snapshot, StoreError> {
-        let mut wanted = vec![pk(record_name(key)), pk(draft_name(key))];
+        let mut wanted = vec![self.key(record_name(key)), self.key(draft_name(key))];
         if let Some(h) = caption_hash {
-            wanted.push(pk(caption_name(h)));
+            wanted.push(self.key(caption_name(h)));
         }
         let mut snapshot = Snapshot::default();
         // BatchGetItem may leave keys unprocessed under throttling; ask again for those.
@@ -502,7 +520,9 @@ impl RecordStore for DynamoStore {
                 .into_iter()
                 .flatten()
             {
-                match get_s(item, "pk") {
+                let name =
+                    get_s(item, "pk").map(|p| p.strip_prefix(self.ns).unwrap_or(&p).to_owned());
+                match name {
                     Some(p) if p.starts_with("posted:") => {
                         snapshot.record = Some(record_from_item(item)?)
                     }
@@ -530,7 +550,7 @@ impl RecordStore for DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(pk(caption_name(caption_hash))))
+            .set_key(Some(self.key(caption_name(caption_hash))))
             .consistent_read(true)
             .send()
             .await
@@ -546,7 +566,7 @@ impl RecordStore for DynamoStore {
     ) -> Result<PutPosted, StoreError> {
         let put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(record_to_item(record)))
+            .set_item(Some(record_to_item(self.ns, record)))
             .condition_expression("attribute_not_exists(pk)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
@@ -554,7 +574,7 @@ impl RecordStore for DynamoStore {
         let e = posted_draft_update(record, now, draft_expires_at);
         let update = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(pk(format!("draft:{}", record.key))))
+            .set_key(Some(self.key(format!("draft:{}", record.key))))
             .update_expression(e.expression())
             .set_expression_attribute_names(Some(e.names))
             .set_expression_attribute_values(Some(e.values))
@@ -566,7 +586,7 @@ impl RecordStore for DynamoStore {
             .transact_items(TransactWriteItem::builder().put(put).build())
             .transact_items(TransactWriteItem::builder().update(update).build());
         if let Some(h) = &record.caption_hash {
-            let mut item = pk(caption_name(h));
+            let mut item = self.key(caption_name(h));
             item.insert("key".into(), s(&record.key));
             if let Some(urn) = &record.urn {
                 item.insert("urn".into(), s(urn));
@@ -618,7 +638,7 @@ impl RecordStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(pk(draft_name(key))))
+            .set_key(Some(self.key(draft_name(key))))
             .update_expression(e.expression())
             .condition_expression(condition)
             .set_expression_attribute_names(Some(e.names))
@@ -640,7 +660,7 @@ impl RecordStore for DynamoStore {
 
     async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
         let mut e = Expr::default();
-        let prefix = e.value(s("draft:"));
+        let prefix = e.value(s(format!("{}draft:", self.ns)));
         let st = e.name("status");
         let vals: Vec<String> = statuses.iter().map(|f| e.value(s(f.as_str()))).collect();
         let filter = format!(

@@ -30,11 +30,16 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
 
 impl LocalStore {
     /// Uses (and creates) `dir`.
-    ///
     /// # Errors
     /// When the folders cannot be created.
-    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
-        let dir = dir.into();
+    ///
+    /// The dry-run publisher's runs use the sub-folder `dry-run/`, so a dry run never leaves a
+    /// record that would stop the first real post.
+    pub fn open(dir: impl Into<PathBuf>, dry_run: bool) -> Result<Self, StoreError> {
+        let mut dir = dir.into();
+        if dry_run {
+            dir = dir.join("dry-run");
+        }
         for sub in ["posted", "drafts", "captions", "tmp"] {
             let path = dir.join(sub);
             std::fs::create_dir_all(&path).map_err(|e| io("cannot create", &path, e))?;
@@ -120,6 +125,12 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.reminded = true;
         }
         DraftUpdate::Reminded => draft.reminded = true,
+        DraftUpdate::Recorded { expires_at } => {
+            draft.status = DraftStatus::Posted;
+            draft.expires_at = Some(*expires_at);
+            draft.pending = None;
+            draft.next_retry_at = None;
+        }
     }
     draft.updated_at = now;
 }

@@ -158,6 +158,8 @@ pub enum DraftUpdate {
     NeedsReview { error: String },
     /// The owner was told about this draft.
     Reminded,
+    /// A record exists: the draft is done, and expires at this time.
+    Recorded { expires_at: i64 },
 }
 
 /// The record store could not be used.

@@ -192,12 +192,20 @@ pub fn parse_draft(
             if alt.as_ref().is_some_and(|a| a.chars().count() > 4000) {
                 return Err(FieldError::new("alt", "is longer than 4000 characters"));
             }
-            Some(DraftContent {
+            let content = DraftContent {
                 caption,
                 image,
                 link,
                 alt,
-            })
+            };
+            let total = crate::pipeline::full_text(&content).chars().count();
+            if total > MAX_CHARS {
+                return Err(FieldError::new(
+                    "caption",
+                    format!("with the link appended has {total} characters; LinkedIn takes at most {MAX_CHARS}"),
+                ));
+            }
+            Some(content)
         }
     };
     Ok((key, content))
