@@ -225,6 +225,20 @@ impl Expr {
         self
     }
 
+    /// Removes the kept create-post request (the attempt is settled).
+    fn clear_pending(&mut self) -> &mut Self {
+        for attr in [
+            "pending_commentary",
+            "pending_image_urn",
+            "pending_alt",
+            "pending_at",
+            "pending_run",
+        ] {
+            self.remove(attr);
+        }
+        self
+    }
+
     fn expression(&self) -> String {
         let mut e = String::new();
         if !self.set.is_empty() {
@@ -259,11 +273,7 @@ fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr
         .set_if_absent("created_at", n(now))
         .set_if_absent("attempts", n(0))
         .remove("next_retry_at")
-        .remove("pending_commentary")
-        .remove("pending_image_urn")
-        .remove("pending_alt")
-        .remove("pending_at")
-        .remove("pending_run");
+        .clear_pending();
     e
 }
 
@@ -290,11 +300,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .set("last_error", s(error))
                 .set("retryable", AttributeValue::Bool(*retryable))
                 .set_opt("next_retry_at", next_retry_at.map(n))
-                .remove("pending_commentary")
-                .remove("pending_image_urn")
-                .remove("pending_alt")
-                .remove("pending_at")
-                .remove("pending_run");
+                .clear_pending();
         }
         DraftUpdate::Ambiguous { error } => {
             e.set("status", s(DraftStatus::Unknown.as_str()))
@@ -314,11 +320,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
             e.set("status", s(DraftStatus::Posted.as_str()))
                 .set("expires_at", n(*expires_at))
                 .remove("next_retry_at")
-                .remove("pending_commentary")
-                .remove("pending_image_urn")
-                .remove("pending_alt")
-                .remove("pending_at")
-                .remove("pending_run");
+                .clear_pending();
         }
     }
     e
