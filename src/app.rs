@@ -107,8 +107,8 @@ impl App {
             ))
         });
         let notifier: Arc<dyn Notifier> = match (&config.telegram, &telegram) {
-            (Some(tg), Some(_)) => Arc::new(TelegramNotifier::new(
-                TelegramClient::new(http.clone(), &config.telegram_api_url, tg.bot_token.clone()),
+            (Some(tg), Some(client)) => Arc::new(TelegramNotifier::new(
+                client.clone(),
                 tg.chat_id,
                 config.timeouts.telegram,
             )),

@@ -281,13 +281,12 @@ async fn hanging_create_post_is_unknown_then_reconciled() {
 async fn hanging_create_post_that_created_nothing_is_posted_by_the_next_run() {
     let env = Env::start().await;
     let key = env.key();
-    env.linkedin
-        .set_create_mode(Mode::Hang(Duration::from_secs(30)));
     assert_eq!(
-        env.post(&key, "Lost in transit").await.outcome,
+        env.post_under(Mode::Hang(Duration::from_secs(30)), &key, "Lost in transit")
+            .await
+            .outcome,
         OutcomeKind::Unknown
     );
-    env.linkedin.set_create_mode(Mode::Normal);
     let later = env.retry(&key).await;
     assert_eq!(later.outcome, OutcomeKind::Posted, "{later:?}");
     assert_eq!(env.linkedin.posts_created(), 1);
@@ -298,12 +297,12 @@ async fn hanging_create_post_that_created_nothing_is_posted_by_the_next_run() {
 async fn unknown_past_the_window_is_not_posted_again() {
     let env = Env::with(Stores::Real, &[("POSTONCE_RECONCILE_WINDOW_S", "1")]).await;
     let key = env.key();
-    env.linkedin.set_create_mode(Mode::Status(502));
     assert_eq!(
-        env.post(&key, "Five oh two").await.outcome,
+        env.post_under(Mode::Status(502), &key, "Five oh two")
+            .await
+            .outcome,
         OutcomeKind::Unknown
     );
-    env.linkedin.set_create_mode(Mode::Normal);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let later = env.retry(&key).await;
     assert_eq!(later.outcome, OutcomeKind::Unknown, "{later:?}");

@@ -84,12 +84,12 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
 
     // A retryable failure whose time has come is re-run and posted.
     let retried = env.key();
-    env.linkedin.set_create_mode(Mode::Status(429));
     assert_eq!(
-        env.post(&retried, "Rate limited at first").await.outcome,
+        env.post_under(Mode::Status(429), &retried, "Rate limited at first")
+            .await
+            .outcome,
         OutcomeKind::Failed
     );
-    env.linkedin.set_create_mode(Mode::Normal);
     let report = env.app.pipeline.sweep(&dl()).await.expect("sweep");
     assert!(report.runs.is_empty(), "not due yet: {report:?}");
     make_due(&env, &retried, "429").await;
@@ -116,13 +116,16 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
 
     // Unknown, still inside the window: the sweep reconciles it.
     let unsure = env.key();
-    env.linkedin
-        .set_create_mode(Mode::AcceptThenHang(Duration::from_secs(10)));
     assert_eq!(
-        env.post(&unsure, "Did this land?").await.outcome,
+        env.post_under(
+            Mode::AcceptThenHang(Duration::from_secs(10)),
+            &unsure,
+            "Did this land?"
+        )
+        .await
+        .outcome,
         OutcomeKind::Unknown
     );
-    env.linkedin.set_create_mode(Mode::Normal);
 
     let before = env.linkedin.posts_created();
     let report = env.app.pipeline.sweep(&dl()).await.expect("sweep");
@@ -161,12 +164,12 @@ async fn the_sweeper_redrives_gives_up_reminds_and_never_reposts() {
 
     // Unknown past the window: the owner is reminded once, and nothing is sent to LinkedIn.
     let stale = env.key();
-    env.linkedin.set_create_mode(Mode::Status(500));
     assert_eq!(
-        env.post(&stale, "Server error, who knows").await.outcome,
+        env.post_under(Mode::Status(500), &stale, "Server error, who knows")
+            .await
+            .outcome,
         OutcomeKind::Unknown
     );
-    env.linkedin.set_create_mode(Mode::Normal);
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let creates = env.linkedin.create_requests();
     let first = env.app.pipeline.sweep(&dl()).await.expect("sweep");

@@ -348,13 +348,12 @@ async fn done_and_force_buttons() {
 
     // Unknown, then Post anyway: a fresh create-post.
     let key = env.key();
-    env.linkedin
-        .set_create_mode(Mode::Hang(Duration::from_secs(10)));
     assert_eq!(
-        env.post(&key, "Post me anyway").await.outcome,
+        env.post_under(Mode::Hang(Duration::from_secs(10)), &key, "Post me anyway")
+            .await
+            .outcome,
         OutcomeKind::Unknown
     );
-    env.linkedin.set_create_mode(Mode::Normal);
     let (_, resp) = post_telegram(
         &base,
         &callback_update(2002, OWNER, CHAT, 1, &format!("force:{key}")),

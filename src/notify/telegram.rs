@@ -4,6 +4,7 @@
 //! log line from here. `429` answers are honoured (`retry_after`) while the caller's budget
 //! allows, and "message is not modified" counts as success (API-NOTES.md).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -109,13 +110,13 @@ impl TelegramClient {
 
 /// Reports runs to one chat.
 pub struct TelegramNotifier {
-    client: TelegramClient,
+    client: Arc<TelegramClient>,
     chat_id: i64,
     budget: Duration,
 }
 
 impl TelegramNotifier {
-    pub fn new(client: TelegramClient, chat_id: i64, budget: Duration) -> Self {
+    pub fn new(client: Arc<TelegramClient>, chat_id: i64, budget: Duration) -> Self {
         Self {
             client,
             chat_id,

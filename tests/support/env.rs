@@ -181,6 +181,19 @@ impl Env {
             .await
     }
 
+    /// One run with create-post answering in `mode`; the fake is back to normal afterwards.
+    pub async fn post_under(
+        &self,
+        mode: super::linkedin::Mode,
+        key: &PostKey,
+        caption: &str,
+    ) -> Outcome {
+        self.linkedin.set_create_mode(mode);
+        let outcome = self.post(key, caption).await;
+        self.linkedin.set_create_mode(super::linkedin::Mode::Normal);
+        outcome
+    }
+
     /// One run of the stored draft (a Retry).
     pub async fn retry(&self, key: &PostKey) -> Outcome {
         self.app
