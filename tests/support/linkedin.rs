@@ -1,9 +1,13 @@
 //! A LinkedIn fake that speaks API-NOTES.md: versioned headers, initializeUpload, the upload
 //! PUT, create-post with `x-restli-id`, the exact error bodies, and LinkedIn's duplicate-content
 //! answer. It counts every create-post request and every post it created.
+//!
+//! Its duplicate check is a setting ([`DuplicateCheck`]), so that a test of "no duplicate" can
+//! run against a fake that *would* create the duplicate: with the check off, or racy the way
+//! LinkedIn's is (a post becomes visible to the check only once it has been processed).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path, path_regex, query_param};
@@ -23,16 +27,45 @@ pub enum Mode {
     AcceptThenHang(Duration),
 }
 
+/// How the fake answers a create-post whose commentary it already has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DuplicateCheck {
+    /// No duplicate check at all: every well-formed create-post makes a new post. The setting
+    /// for every "exactly one post" proof that must not lean on LinkedIn.
+    Off,
+    /// LinkedIn's real behaviour as far as it is known: a create-post takes `processing` before
+    /// the post exists and becomes visible to the duplicate check, and the answer comes only
+    /// then; a request that arrives meanwhile with the same text makes a second post. Repeats
+    /// are refused with 422 DUPLICATE_POST for `window` after the post exists (`None`: forever).
+    Racy {
+        processing: Duration,
+        window: Option<Duration>,
+    },
+}
+
+impl DuplicateCheck {
+    /// Instant processing and an endless window: the kindest LinkedIn there could be. Only
+    /// tests that say in their name that they rely on LinkedIn's duplicate answer use it.
+    pub const INSTANT: Self = Self::Racy {
+        processing: Duration::ZERO,
+        window: None,
+    };
+}
+
 #[derive(Debug, Clone)]
 pub struct Post {
     pub urn: String,
     pub commentary: String,
     pub image: String,
     pub alt: Option<String>,
+    /// When the request arrived.
+    pub received: Instant,
+    /// When the post exists (and the duplicate check can see it).
+    pub visible: Instant,
 }
 
-#[derive(Default)]
 struct State {
+    duplicate_check: DuplicateCheck,
     next: u64,
     posts: Vec<Post>,
     create_requests: u64,
@@ -45,6 +78,25 @@ struct State {
     bad_headers: u64,
     /// Added to every answer (to widen crash windows).
     delay: Duration,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            duplicate_check: DuplicateCheck::INSTANT,
+            next: 0,
+            posts: Vec::new(),
+            create_requests: 0,
+            init_requests: 0,
+            uploads: 0,
+            create_mode: None,
+            init_mode: None,
+            upload_mode: None,
+            last_create_body: Value::Null,
+            bad_headers: 0,
+            delay: Duration::ZERO,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -224,9 +276,23 @@ impl Api {
                     return ResponseTemplate::new(422)
                         .set_body_json(json!({"message": "malformed post", "status": 422}));
                 }
-                if let Some(existing) = st.posts.iter().find(|p| p.commentary == commentary) {
-                    return ResponseTemplate::new(422).set_body_json(duplicate_body(&existing.urn));
-                }
+                let now = Instant::now();
+                let processing = match st.duplicate_check {
+                    DuplicateCheck::Off => Duration::ZERO,
+                    DuplicateCheck::Racy { processing, window } => {
+                        // Only posts that exist already, and are inside the window, are seen.
+                        let seen = st.posts.iter().find(|p| {
+                            p.commentary == commentary
+                                && p.visible <= now
+                                && window.is_none_or(|w| now.duration_since(p.visible) <= w)
+                        });
+                        if let Some(existing) = seen {
+                            return ResponseTemplate::new(422)
+                                .set_body_json(duplicate_body(&existing.urn));
+                        }
+                        processing
+                    }
+                };
                 st.next += 1;
                 let urn = format!("urn:li:share:71{:015}", st.next);
                 st.posts.push(Post {
@@ -237,10 +303,13 @@ impl Api {
                         .pointer("/content/media/altText")
                         .and_then(Value::as_str)
                         .map(str::to_owned),
+                    received: now,
+                    visible: now + processing,
                 });
                 let answer = ResponseTemplate::new(201).insert_header("x-restli-id", urn.as_str());
                 match mode {
-                    Mode::AcceptThenHang(d) => answer.set_delay(d),
+                    Mode::AcceptThenHang(d) => answer.set_delay(processing + d),
+                    _ if !processing.is_zero() => answer.set_delay(processing),
                     _ => answer,
                 }
             }
@@ -325,6 +394,22 @@ impl LinkedInFake {
 
     pub fn last_create_body(&self) -> Value {
         self.with(|s| s.last_create_body.clone())
+    }
+
+    /// Sets how repeated text is treated (see [`DuplicateCheck`]).
+    pub fn set_duplicate_check(&self, check: DuplicateCheck) {
+        self.with(|s| s.duplicate_check = check);
+    }
+
+    /// The most posts that carry one text: 1 means no duplicate was created.
+    pub fn max_posts_per_text(&self) -> usize {
+        self.with(|s| {
+            let mut counts = std::collections::HashMap::new();
+            for p in &s.posts {
+                *counts.entry(p.commentary.as_str()).or_insert(0usize) += 1;
+            }
+            counts.into_values().max().unwrap_or(0)
+        })
     }
 
     pub fn set_create_mode(&self, mode: Mode) {
