@@ -41,7 +41,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
+        .timeout(crate::config::HTTP_TOTAL_TIMEOUT)
         .pool_idle_timeout(Duration::from_secs(50))
         .user_agent(concat!("postonce/", env!("CARGO_PKG_VERSION")))
         .build()

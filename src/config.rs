@@ -115,9 +115,23 @@ pub struct Config {
     /// How long after an ambiguous create-post a later run may re-send it to let LinkedIn's
     /// duplicate answer reveal whether it exists.
     pub reconcile_window: Duration,
+    /// The quiet period: how long after an ambiguous create-post no run may re-send it, because
+    /// the first request may still be in flight at the network (DESIGN.md "Targets").
+    pub reconcile_after: Duration,
     /// Sweeper: failed attempts before a draft is marked `needs_review`.
     pub max_attempts: u32,
 }
+
+/// Default quiet period before an ambiguous create may be reconciled. LinkedIn documents no
+/// processing time. Our side keeps a create request open at most its budget (10 s by default,
+/// and never past the HTTP client's [`HTTP_TOTAL_TIMEOUT`]); what LinkedIn does with a request
+/// after we stop waiting is bounded by its own gateway timeouts, which for HTTP APIs of this
+/// kind are about a minute. Five minutes is well past both, and well inside the one-hour window
+/// in which its duplicate answer is relied on.
+pub const DEFAULT_RECONCILE_AFTER_S: u64 = 300;
+
+/// The HTTP client's own limit on a whole request (connect, send, answer).
+pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
 pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
@@ -359,6 +373,34 @@ impl Config {
             ));
         }
         let reconcile_window = seconds(&get, "POSTONCE_RECONCILE_WINDOW_S", 3600)?;
+        let reconcile_after = seconds(
+            &get,
+            "POSTONCE_RECONCILE_AFTER_S",
+            DEFAULT_RECONCILE_AFTER_S,
+        )?;
+        // A re-send inside the budget of the request it reconciles could overtake it. (The
+        // budget bounds how long our side keeps a request open: the call is dropped at it.)
+        let longest_budget = timeouts.linkedin;
+        if reconcile_after <= longest_budget {
+            return Err(bad(
+                "POSTONCE_RECONCILE_AFTER_S",
+                format!(
+                    "{}s is not longer than the longest a create request may stay in flight ({}s, POSTONCE_LINKEDIN_TIMEOUT_MS); a re-send that soon could race the first request",
+                    reconcile_after.as_secs(),
+                    longest_budget.as_secs_f64().ceil()
+                ),
+            ));
+        }
+        if reconcile_after >= reconcile_window {
+            return Err(bad(
+                "POSTONCE_RECONCILE_AFTER_S",
+                format!(
+                    "{}s must be shorter than POSTONCE_RECONCILE_WINDOW_S ({}s), or no ambiguous attempt could ever be reconciled",
+                    reconcile_after.as_secs(),
+                    reconcile_window.as_secs()
+                ),
+            ));
+        }
         let max_attempts = match get("POSTONCE_MAX_ATTEMPTS") {
             None => 5,
             Some(v) => v
@@ -399,6 +441,7 @@ impl Config {
             timeouts,
             posted_claim_ttl,
             reconcile_window,
+            reconcile_after,
             max_attempts,
         })
     }
@@ -477,6 +520,29 @@ mod tests {
         assert_eq!(c.timeouts, Timeouts::default());
         assert_eq!(c.data_dir, PathBuf::from(".postonce"));
         assert_eq!(c.linkedin_api_url, "https://api.linkedin.com");
+    }
+
+    #[test]
+    fn the_quiet_period_outlasts_the_linkedin_budget_and_fits_the_window() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.reconcile_after, Duration::from_secs(300));
+        assert!(c.reconcile_after > c.timeouts.linkedin && c.reconcile_after < c.reconcile_window);
+        let err = load(&[("POSTONCE_RECONCILE_AFTER_S", "10")]).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
+        assert!(err.to_string().contains("POSTONCE_LINKEDIN_TIMEOUT_MS"), "{err}");
+        let ok = load(&[
+            ("POSTONCE_RECONCILE_AFTER_S", "3"),
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", "2500"),
+        ])
+        .unwrap();
+        assert_eq!(ok.reconcile_after, Duration::from_secs(3));
+        let err = load(&[
+            ("POSTONCE_RECONCILE_AFTER_S", "600"),
+            ("POSTONCE_RECONCILE_WINDOW_S", "600"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
+        assert!(err.to_string().contains("POSTONCE_RECONCILE_WINDOW_S"), "{err}");
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct Settings {
     pub posted_claim_ttl: Duration,
     pub timeouts: Timeouts,
     pub reconcile_window: Duration,
+    /// The quiet period after an ambiguous attempt during which nothing is re-sent.
+    pub reconcile_after: Duration,
     pub max_attempts: u32,
     /// How long a posted draft is kept before DynamoDB's TTL removes it.
     pub draft_expiry: Duration,
@@ -114,6 +116,7 @@ impl Settings {
             posted_claim_ttl: c.posted_claim_ttl,
             timeouts: c.timeouts,
             reconcile_window: c.reconcile_window,
+            reconcile_after: c.reconcile_after,
             max_attempts: c.max_attempts,
             draft_expiry: Duration::from_secs(30 * 24 * 3600),
             retry_base: Duration::from_secs(60),
@@ -788,15 +791,20 @@ impl Pipeline {
                 )
                 .await
             }
-            Ok(Err(PublishError::Duplicate { urn })) if reconciling => {
+            // The earlier attempt (reconciling), or the post the owner suspected was missing
+            // (Post anyway), is on LinkedIn: record it, so no later Retry posts it again.
+            Ok(Err(PublishError::Duplicate { urn }))
+                if reconciling || req.action == Action::Force =>
+            {
                 progress.created(Some(urn.clone()));
+                let source = if reconciling { "reconcile" } else { "force" };
                 self.record(
                     req,
                     dl,
                     Some(urn),
                     caption,
                     OutcomeKind::AlreadyPosted,
-                    "reconcile",
+                    source,
                 )
                 .await
             }
@@ -877,6 +885,25 @@ impl Pipeline {
             return ask("an earlier attempt's result is unknown and its request was not kept; check LinkedIn, then press It's on LinkedIn or Post anyway".into());
         };
         let age = now_s().saturating_sub(pending.at);
+        let quiet = i64::try_from(self.settings.reconcile_after.as_secs()).unwrap_or(i64::MAX);
+        if age < quiet {
+            // The first request may still be in flight at LinkedIn, whose duplicate check sees
+            // only posts that already exist: a re-send now could make a second post.
+            let at = pending.at.saturating_add(quiet);
+            return (
+                Outcome::new(
+                    key,
+                    OutcomeKind::Unknown,
+                    format!(
+                        "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} ({}s after that attempt) on: the sweeper does it, or Retry then",
+                        crate::record::rfc3339(at),
+                        quiet
+                    ),
+                )
+                .retryable(true),
+                Finish::Release,
+            );
+        }
         if age > i64::try_from(self.settings.reconcile_window.as_secs()).unwrap_or(i64::MAX) {
             return ask(format!(
                 "an earlier attempt {age}s ago may have posted it, and that is too long ago for LinkedIn's duplicate check to tell; nothing was sent"
@@ -1073,7 +1100,8 @@ impl Pipeline {
             key,
             OutcomeKind::Unknown,
             format!(
-                "{why}; the post may exist. A later run re-sends the identical request within {}s so LinkedIn's duplicate check can tell; otherwise check LinkedIn and tell me",
+                "{why}; the post may exist. Nothing is re-sent for {}s (the request may still be in flight); then, within {}s of the attempt, the identical request is re-sent so LinkedIn's duplicate check can tell. Otherwise check LinkedIn and tell me",
+                self.settings.reconcile_after.as_secs(),
                 self.settings.reconcile_window.as_secs()
             ),
         )
@@ -1307,6 +1335,7 @@ impl Pipeline {
         // A `new` draft untouched for a claim TTL has no live run: its trigger died.
         let stale = secs(self.settings.claim_ttl);
         let window = secs(self.settings.reconcile_window);
+        let quiet = secs(self.settings.reconcile_after);
         let mut report = SweepReport::default();
         for draft in drafts {
             let Ok(key) = PostKey::parse(&draft.key) else {
@@ -1321,7 +1350,10 @@ impl Pipeline {
                 DraftStatus::New => now - draft.updated_at > stale,
                 DraftStatus::Unknown => {
                     let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
-                    if now - at > window {
+                    if now - at < quiet {
+                        // Too early: the attempt may still be in flight.
+                        false
+                    } else if now - at > window {
                         if !draft.reminded {
                             self.remind(&key, dl, &draft).await;
                             report.reminded.push(key.to_string());

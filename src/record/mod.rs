@@ -213,6 +213,14 @@ pub trait RecordStore: Send + Sync {
     async fn check(&self) -> Result<String, StoreError>;
 }
 
+/// Unix seconds as an RFC 3339 UTC time, for people.
+pub fn rfc3339(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| unix.to_string())
+}
+
 /// Seconds since the Unix epoch.
 pub fn now_s() -> i64 {
     std::time::SystemTime::now()
