@@ -217,7 +217,10 @@ pub trait RecordStore: Send + Sync {
 pub fn rfc3339(unix: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| unix.to_string())
 }
 

@@ -1,0 +1,111 @@
+//! The decision under the claim (DESIGN.md rule 2): the record is read while the claim is held,
+//! and only a key with no record goes on to be published, reconciled or confirmed.
+
+use super::*;
+
+impl Pipeline {
+    /// The run while it holds the claim.
+    pub(super) async fn claimed(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        progress: &Progress,
+    ) -> (Outcome, Finish) {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        if let Some(why) = fault("after-claim").await {
+            return (failed(key, true, why), Finish::Release);
+        }
+
+        let hash_hint = req.content.as_ref().map(|c| caption_hash(&full_text(c)));
+        let loaded = dl
+            .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
+            .await;
+        let snapshot = match flatten_value(loaded) {
+            Ok(s) => s,
+            Err(e) => {
+                return (
+                    failed(key, true, format!("{e}; nothing was posted")),
+                    Finish::Release,
+                )
+            }
+        };
+        if let Some(record) = snapshot.record {
+            // A draft stored again after its record (a redelivery after the draft expired)
+            // is done: mark it so the sweeper leaves it alone.
+            if snapshot
+                .draft
+                .as_ref()
+                .is_some_and(|d| d.status != DraftStatus::Posted)
+            {
+                let expires_at =
+                    now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+                let open = [
+                    DraftStatus::New,
+                    DraftStatus::Failed,
+                    DraftStatus::Unknown,
+                    DraftStatus::NeedsReview,
+                ];
+                self.note(
+                    key,
+                    dl,
+                    &DraftUpdate::Recorded { expires_at },
+                    &open,
+                    "the record",
+                )
+                .await;
+            }
+            let how = match record.source.as_str() {
+                "owner" => "confirmed by the owner",
+                _ => "recorded",
+            };
+            let outcome = Outcome::new(
+                key,
+                OutcomeKind::AlreadyPosted,
+                format!("{how} at {} by {}", record.posted_at, record.source),
+            )
+            .with_urn(record.urn);
+            return (outcome, Finish::Release);
+        }
+        if let Some(why) = fault("after-check").await {
+            return (failed(key, true, why), Finish::Release);
+        }
+
+        if req.action == Action::Done {
+            return self
+                .confirm_by_owner(req, dl, snapshot.draft.as_ref())
+                .await;
+        }
+        let content = req
+            .content
+            .clone()
+            .or_else(|| snapshot.draft.as_ref().and_then(|d| d.content.clone()));
+        let Some(content) = content else {
+            return (
+                failed(
+                    key,
+                    false,
+                    format!("no draft is stored for {key}: send it with a caption and an image (the CI webhook, or postonce post --caption … --image …)"),
+                ),
+                Finish::Release,
+            );
+        };
+        let draft = snapshot.draft.as_ref();
+        if req.action != Action::Force {
+            if let Some(refused) = self
+                .content_guard(key, dl, &content, &snapshot, hash_hint.as_deref())
+                .await
+            {
+                return refused;
+            }
+        }
+        if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
+            if req.action != Action::Force {
+                return self.reconcile(req, dl, d, progress).await;
+            }
+            tracing::warn!("the owner chose Post anyway after an unknown outcome");
+        }
+        let attempts = draft.map_or(0, |d| d.attempts);
+        self.publish(req, dl, &content, attempts, progress).await
+    }
+}
