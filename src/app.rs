@@ -56,10 +56,11 @@ impl App {
     pub async fn build(config: Config) -> Result<Self, String> {
         let http = http_client()?;
 
+        let dry_run = config.linkedin.is_none();
         let claims: Arc<dyn ClaimStore> = match &config.redis_url {
-            Some(url) => {
-                Arc::new(RedisClaims::new(url, config.timeouts.redis).map_err(|e| e.to_string())?)
-            }
+            Some(url) => Arc::new(
+                RedisClaims::new(url, config.timeouts.redis, dry_run).map_err(|e| e.to_string())?,
+            ),
             None => {
                 if config.linkedin.is_some() {
                     tracing::warn!(
@@ -70,7 +71,6 @@ impl App {
             }
         };
 
-        let dry_run = config.linkedin.is_none();
         let mut dynamo = None;
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {

@@ -204,6 +204,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         alt: None,
         at: now_s(),
         run: "run-gone".into(),
+        caption_hash: None,
     };
     assert!(env
         .app

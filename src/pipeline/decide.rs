@@ -30,7 +30,14 @@ impl Pipeline {
                 )
             }
         };
-        if let Some(record) = snapshot.record {
+        let dry_record = snapshot
+            .record
+            .as_ref()
+            .is_some_and(|r| r.urn.as_deref().is_some_and(is_dry_run_urn));
+        if dry_record && !self.publisher.is_dry_run() {
+            // A dry run's record in the real namespace (an older version's): not a post.
+            tracing::warn!("ignoring a dry run's record; this real run decides without it");
+        } else if let Some(record) = snapshot.record.clone() {
             // A draft stored again after its record (a redelivery after the draft expired)
             // is done: mark it so the sweeper leaves it alone.
             if snapshot
@@ -99,13 +106,32 @@ impl Pipeline {
                 return refused;
             }
         }
+        let mut replace_unknown = false;
         if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
-            if req.action != Action::Force {
+            let dry_attempt = d
+                .pending
+                .as_ref()
+                .is_some_and(|p| is_dry_run_urn(&p.image_urn));
+            if dry_attempt && !self.publisher.is_dry_run() {
+                // A dry run's attempt in the real draft (only an older version could leave
+                // one): nothing was sent to LinkedIn, so there is nothing to reconcile.
+                tracing::warn!("ignoring a dry run's unknown attempt on the draft");
+            } else if req.action != Action::Force {
                 return self.reconcile(req, dl, d, progress).await;
+            } else {
+                tracing::warn!("the owner chose Post anyway after an unknown outcome");
             }
-            tracing::warn!("the owner chose Post anyway after an unknown outcome");
+            replace_unknown = true;
         }
         let attempts = draft.map_or(0, |d| d.attempts);
-        self.publish(req, dl, &content, attempts, progress).await
+        self.publish(
+            req,
+            dl,
+            &content,
+            attempts,
+            progress,
+            replace_unknown || req.action == Action::Force,
+        )
+        .await
     }
 }

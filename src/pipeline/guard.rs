@@ -12,12 +12,18 @@ pub(super) enum Finish {
     Keep(Option<String>),
 }
 
-/// Holds a claim until it is released or kept; if the run is dropped early (cancelled), the
-/// drop spawns the release as a safety net. Normal paths await the release instead.
+/// Holds a claim until it is released or kept. If the run is dropped before it finishes
+/// (cancelled: a client hang-up in a transport that does not detach the run, a shutdown), the
+/// drop is the safety net, and it keeps rule 6: it releases the claim only while nothing can
+/// have been sent; once create-post may have been sent it leaves the claim to its TTL, and
+/// once the post is known to exist it rewrites the claim to hold the URN. Normal paths await
+/// the release or keep instead.
 pub(super) struct ClaimGuard {
     claims: Arc<dyn ClaimStore>,
     key: PostKey,
     token: String,
+    progress: Arc<Progress>,
+    posted_claim_ttl: Duration,
     armed: bool,
 }
 
@@ -56,6 +62,11 @@ impl ClaimGuard {
             }
         }
     }
+
+    /// Leaves the claim as it is (a simulated crash before release).
+    pub(super) fn abandon(mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for ClaimGuard {
@@ -63,27 +74,67 @@ impl Drop for ClaimGuard {
         if !self.armed {
             return;
         }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let (claims, key, token) = (self.claims.clone(), self.key.clone(), self.token.clone());
-            handle.spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), claims.release(&key, &token))
+        let stage = self.progress.stage();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (claims, key, token) = (self.claims.clone(), self.key.clone(), self.token.clone());
+        match stage {
+            Stage::Claimed | Stage::Intent => {
+                handle.spawn(async move {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(5), claims.release(&key, &token))
+                            .await;
+                });
+            }
+            Stage::Sent => {
+                tracing::error!("the run was dropped while create-post was in flight; the claim stays until its TTL and the draft says unknown");
+            }
+            Stage::Created(urn) => {
+                tracing::error!(urn = ?urn, "the run was dropped after LinkedIn accepted the post; keeping the claim with the URN");
+                let ttl = self.posted_claim_ttl;
+                handle.spawn(async move {
+                    let urn = urn.unwrap_or_default();
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        claims.keep_posted(&key, &token, &urn, ttl),
+                    )
                     .await;
-            });
+                });
+            }
         }
     }
 }
 
-/// The URN of a post this run created, so a panic after create-post still keeps the claim.
+/// How far a claimed run got: what its claim must protect if it ends abnormally.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Nothing durable written, nothing sent.
+    #[default]
+    Claimed,
+    /// The intent is written (the draft says `unknown`); create-post not sent yet.
+    Intent,
+    /// create-post may have been sent; no answer yet.
+    Sent,
+    /// The network accepted the post (with its URN, when it named one).
+    Created(Option<String>),
+}
+
+/// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6.
 #[derive(Default)]
-pub(super) struct Progress(Mutex<Option<Option<String>>>);
+pub(super) struct Progress(Mutex<Stage>);
 
 impl Progress {
-    pub(super) fn created(&self, urn: Option<String>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(urn);
+    pub(super) fn set(&self, stage: Stage) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stage;
     }
 
-    pub(super) fn take(&self) -> Option<Option<String>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    pub(super) fn created(&self, urn: Option<String>) {
+        self.set(Stage::Created(urn));
+    }
+
+    pub(super) fn stage(&self) -> Stage {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -92,18 +143,8 @@ impl Pipeline {
     pub(super) async fn decide(&self, req: &PostRequest, dl: &Deadline) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
-        if dl.remaining() >= self.settings.claim_ttl {
-            return failed(
-                key,
-                false,
-                format!(
-                    "refused: this run's deadline ({}s away) would outlast the claim TTL ({}s); set POSTONCE_CLAIM_TTL_S above the function timeout",
-                    dl.remaining().as_secs(),
-                    self.settings.claim_ttl.as_secs()
-                ),
-            );
-        }
 
+        // The draft a trigger carried is stored first, whatever happens next: nothing is lost.
         if let Some(content) = &req.content {
             let saved = dl
                 .work(
@@ -120,22 +161,35 @@ impl Pipeline {
                 );
             }
         }
+        if dl.remaining() >= self.settings.claim_ttl {
+            // A configuration error, not a bad draft: the draft is stored and waits.
+            let mut outcome = failed(
+                key,
+                false,
+                format!(
+                    "refused: this run's deadline ({}s away) would outlast the claim TTL ({}s), so the claim could expire while it posts; set POSTONCE_CLAIM_TTL_S above the function timeout. The draft is stored; nothing was posted",
+                    dl.remaining().as_secs(),
+                    self.settings.claim_ttl.as_secs()
+                ),
+            );
+            outcome.misconfigured = true;
+            return outcome;
+        }
 
         if let Some(why) = fault("before-claim").await {
             return failed(key, true, format!("{why}; nothing was posted"));
         }
-        let acquired = match dl
-            .work(
-                t.redis,
-                self.claims
-                    .acquire(key, &req.run_id, self.settings.claim_ttl),
-            )
-            .await
-        {
-            Ok(Ok(a)) => Ok(a),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(b) => Err(format!("claim store unavailable: {b}")),
-        };
+        let mut acquired = self.acquire(req, dl).await;
+        if let Ok(Acquire::Held(Some(ClaimValue::Posted(urn)))) = &acquired {
+            if is_dry_run_urn(urn) && !self.publisher.is_dry_run() {
+                // A dry run's kept claim in the real namespace (only an older version could
+                // leave one): it proves nothing was posted. Drop it and claim again.
+                tracing::warn!(urn = %urn, "ignoring a dry run's kept claim; removing it");
+                let value = ClaimValue::Posted(urn.clone()).raw();
+                let _ = dl.finish(t.redis, self.claims.release(key, &value)).await;
+                acquired = self.acquire(req, dl).await;
+            }
+        }
         let acquired = match acquired {
             Ok(a) => a,
             Err(e) => {
@@ -161,7 +215,11 @@ impl Pipeline {
         match acquired {
             Acquire::Acquired => {}
             Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => {}
-            Acquire::Held(Some(ClaimValue::Posted(urn))) => return self.repair(req, dl, urn).await,
+            Acquire::Held(Some(ClaimValue::Posted(urn)))
+                if self.publisher.is_dry_run() || !is_dry_run_urn(&urn) =>
+            {
+                return self.repair(req, dl, urn).await
+            }
             Acquire::Held(_) => {
                 return Outcome::new(
                     key,
@@ -172,13 +230,15 @@ impl Pipeline {
             }
         }
 
+        let progress = Arc::new(Progress::default());
         let guard = ClaimGuard {
             claims: self.claims.clone(),
             key: key.clone(),
             token: req.run_id.clone(),
+            progress: progress.clone(),
+            posted_claim_ttl: self.settings.posted_claim_ttl,
             armed: true,
         };
-        let progress = Progress::default();
         let (outcome, finish) = match AssertUnwindSafe(self.claimed(req, dl, &progress))
             .catch_unwind()
             .await
@@ -187,24 +247,12 @@ impl Pipeline {
             Err(panic) => {
                 let why = panic_text(panic.as_ref());
                 tracing::error!(panic = %why, "the run panicked while holding the claim");
-                match progress.take() {
-                    Some(urn) => (
-                        Outcome::new(
-                            key,
-                            OutcomeKind::PostedNotRecorded,
-                            format!("LinkedIn accepted the post, then the run failed ({why}); the claim keeps the URN"),
-                        )
-                        .with_urn(urn.clone()),
-                        Finish::Keep(urn),
-                    ),
-                    None => (failed(key, true, format!("internal error ({why}); nothing more was done")), Finish::Release),
-                }
+                self.after_panic(key, dl, &why, progress.stage()).await
             }
         };
         if fault("before-release").await.is_some() {
             // Simulates a process that dies before releasing: the claim stays until its TTL.
-            let mut guard = guard;
-            guard.armed = false;
+            guard.abandon();
             return outcome;
         }
         match finish {
@@ -221,5 +269,58 @@ impl Pipeline {
             }
         }
         outcome
+    }
+
+    /// `SET NX` until it answers, within the Redis budget: a dropped connection is reconnected
+    /// and the command sent again. Repeating is safe: if a lost answer had set the claim, the
+    /// next try finds this run's own token, which counts as acquired.
+    async fn acquire(&self, req: &PostRequest, dl: &Deadline) -> Result<Acquire, String> {
+        let t = self.settings.timeouts;
+        let mut last = None;
+        let tries = retry_within(
+            || {
+                self.claims
+                    .acquire(&req.key, &req.run_id, self.settings.claim_ttl)
+            },
+            &mut last,
+        );
+        match dl.work(t.redis, tries).await {
+            Ok(a) => Ok(a),
+            Err(b) => Err(match last {
+                Some(e) => format!("{e} (and {b})"),
+                None => format!("claim store unavailable: {b}"),
+            }),
+        }
+    }
+
+    /// What a panic under the claim means, by how far the run got.
+    async fn after_panic(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: &str,
+        stage: Stage,
+    ) -> (Outcome, Finish) {
+        match stage {
+            Stage::Created(urn) => (
+                Outcome::new(
+                    key,
+                    OutcomeKind::PostedNotRecorded,
+                    format!("LinkedIn accepted the post, then the run failed ({why}); the claim keeps the URN"),
+                )
+                .with_urn(urn.clone()),
+                Finish::Keep(urn),
+            ),
+            // The intent says `unknown` on the draft: whether create-post left is not known
+            // for certain, so the owner and later runs treat it as ambiguous (rule 7).
+            Stage::Intent | Stage::Sent => (
+                self.ambiguous(key, dl, format!("the run failed ({why}) after its attempt was recorded")).await,
+                Finish::Release,
+            ),
+            Stage::Claimed => (
+                failed(key, true, format!("internal error ({why}); nothing was posted")),
+                Finish::Release,
+            ),
+        }
     }
 }

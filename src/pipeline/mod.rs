@@ -32,10 +32,10 @@ mod sweep;
 
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;
-pub use sweep::SweepReport;
+pub use sweep::{SweepReport, Waiting};
 
-use guard::{Finish, Progress};
-use retry::{rate_limit_wait, Gave};
+use guard::{Finish, Progress, Stage};
+use retry::{rate_limit_wait, retry_within, Gave};
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -52,7 +52,7 @@ use crate::key::PostKey;
 use crate::notify::{MessageRef, Notifier};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::publish::little_text::{self, MAX_CHARS};
-use crate::publish::{NewPost, PublishError, Publisher};
+use crate::publish::{is_dry_run_urn, NewPost, PublishError, Publisher};
 use crate::record::{
     now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord, PutPosted,
     RecordStore, Snapshot,

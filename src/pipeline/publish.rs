@@ -12,6 +12,7 @@ impl Pipeline {
         content: &DraftContent,
         attempts: u32,
         progress: &Progress,
+        replace_unknown: bool,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let t = self.settings.timeouts;
@@ -96,18 +97,9 @@ impl Pipeline {
             image_urn: target.image_urn,
             alt: content.alt.clone(),
         };
-        // create-post gets its whole budget or is not sent: a sliver would only turn a clean
-        // failure into an `unknown`.
-        if dl.for_work(t.linkedin) != Some(t.linkedin) {
-            let why = format!(
-                "not enough time left in this run to give create-post its full {:?}; retry",
-                t.linkedin
-            );
-            return self.fail(key, dl, why, true, attempts, None).await;
-        }
         // Only a draft that no other attempt is in flight for may take the intent: the write is
         // conditional, so two runs that both got past a lost claim cannot both post.
-        let intent_from: &[DraftStatus] = if req.action == Action::Force {
+        let intent_from: &[DraftStatus] = if replace_unknown {
             &[
                 DraftStatus::New,
                 DraftStatus::Failed,
@@ -129,12 +121,17 @@ impl Pipeline {
             alt: post.alt.clone(),
             at: now_s(),
             run: req.run_id.clone(),
+            caption_hash: Some(caption_hash(&full_text(content))),
         };
         let intent = dl
             .work(
                 t.dynamodb,
-                self.records
-                    .update_draft(key, &DraftUpdate::Intent(pending), intent_from, now_s()),
+                self.records.update_draft(
+                    key,
+                    &DraftUpdate::Intent(pending.clone()),
+                    intent_from,
+                    now_s(),
+                ),
             )
             .await;
         match flatten_value(intent) {
@@ -158,7 +155,20 @@ impl Pipeline {
                 return (failed(key, true, why), Finish::Release);
             }
         }
-        self.create(req, dl, &post, &full_text(content), false, progress)
+        progress.set(Stage::Intent);
+        // create-post gets its whole budget or is not sent: a sliver would only turn a clean
+        // failure into an `unknown`. Checked after the intent write, which took time too.
+        if dl.for_work(t.linkedin) != Some(t.linkedin) {
+            let why = format!(
+                "not enough time left in this run to give create-post its full {:?}; retry",
+                t.linkedin
+            );
+            return (
+                self.fail_after_intent(key, dl, why, true).await,
+                Finish::Release,
+            );
+        }
+        self.create(req, dl, &post, pending.caption_hash, false, progress)
             .await
     }
 
@@ -169,7 +179,7 @@ impl Pipeline {
         req: &PostRequest,
         dl: &Deadline,
         post: &NewPost,
-        caption: &str,
+        caption_hash: Option<String>,
         reconciling: bool,
         progress: &Progress,
     ) -> (Outcome, Finish) {
@@ -181,6 +191,7 @@ impl Pipeline {
                 Finish::Release,
             );
         }
+        progress.set(Stage::Sent);
         let answer = dl.work(t.linkedin, self.publisher.create_post(post)).await;
         match answer {
             Ok(Ok(urn)) => {
@@ -196,7 +207,7 @@ impl Pipeline {
                     req,
                     dl,
                     urn,
-                    caption,
+                    caption_hash.clone(),
                     OutcomeKind::Posted,
                     req.source.as_str(),
                 )
@@ -213,7 +224,7 @@ impl Pipeline {
                     req,
                     dl,
                     Some(urn),
-                    caption,
+                    caption_hash.clone(),
                     OutcomeKind::AlreadyPosted,
                     source,
                 )

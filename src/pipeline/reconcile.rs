@@ -58,8 +58,28 @@ impl Pipeline {
             image_urn: pending.image_urn.clone(),
             alt: pending.alt.clone(),
         };
-        let caption = draft.content.as_ref().map(full_text).unwrap_or_default();
-        self.create(req, dl, &post, &caption, true, progress).await
+        let t = self.settings.timeouts;
+        if dl.for_work(t.linkedin) != Some(t.linkedin) {
+            // A re-send cut short would only leave the question open longer.
+            return (
+                Outcome::new(
+                    key,
+                    OutcomeKind::Unknown,
+                    format!(
+                        "not enough time left in this run to give the check with LinkedIn its full {:?}; nothing was sent. Retry",
+                        t.linkedin
+                    ),
+                )
+                .retryable(true),
+                Finish::Release,
+            );
+        }
+        // The hash of the text that was sent, not of the draft as it may have been edited since.
+        let hash = pending
+            .caption_hash
+            .clone()
+            .or_else(|| draft.content.as_ref().map(|c| caption_hash(&full_text(c))));
+        self.create(req, dl, &post, hash, true, progress).await
     }
 
     /// A create-post that may have worked: the draft stays `unknown` (the intent said so).

@@ -10,7 +10,7 @@ impl Pipeline {
         req: &PostRequest,
         dl: &Deadline,
         urn: Option<String>,
-        caption: &str,
+        caption_hash: Option<String>,
         kind: OutcomeKind,
         source: &str,
     ) -> (Outcome, Finish) {
@@ -22,7 +22,7 @@ impl Pipeline {
             posted_at: now,
             run: req.run_id.clone(),
             source: source.to_owned(),
-            caption_hash: (!caption.is_empty()).then(|| caption_hash(caption)),
+            caption_hash,
         };
         let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
         let written = dl
@@ -95,12 +95,11 @@ impl Pipeline {
         draft: Option<&Draft>,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let caption = draft
+        let hash = draft
             .and_then(|d| d.content.as_ref())
-            .map(full_text)
-            .unwrap_or_default();
+            .map(|c| caption_hash(&full_text(c)));
         let (outcome, _) = self
-            .record(req, dl, None, &caption, OutcomeKind::AlreadyPosted, "owner")
+            .record(req, dl, None, hash, OutcomeKind::AlreadyPosted, "owner")
             .await;
         match outcome.outcome {
             OutcomeKind::PostedNotRecorded => (

@@ -16,6 +16,35 @@ pub fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
     ceiling.mul_f64(rand::random::<f64>())
 }
 
+/// Repeats `call` until it succeeds, pausing with capped exponential backoff and jitter
+/// (50 ms doubling, at most 1 s) between tries; `last` holds the latest error. It never gives
+/// up by itself: the caller bounds it with a budget (`Deadline::work`), so every try fits in
+/// one budget. Only for calls that are safe to repeat.
+pub(super) async fn retry_within<T, E, F, Fut>(mut call: F, last: &mut Option<String>) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let mut attempt = 0;
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "call failed; trying again within its budget");
+                *last = Some(e.to_string());
+                tokio::time::sleep(backoff(
+                    Duration::from_millis(50),
+                    attempt,
+                    Duration::from_secs(1),
+                ))
+                .await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
 impl Pipeline {
     /// Runs a call that is safe to repeat, retrying transient failures with capped exponential
     /// backoff and full jitter while the deadline allows (rule 8).

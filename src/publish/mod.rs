@@ -116,6 +116,12 @@ pub fn create_post_body(author: &str, post: &NewPost) -> serde_json::Value {
     })
 }
 
+/// Whether a post or image URN was made up by the dry-run publisher (see [`dry_run`]). A real
+/// run never records, repairs from or answers with such a URN.
+pub fn is_dry_run_urn(urn: &str) -> bool {
+    urn.contains(dry_run::MARK)
+}
+
 /// The public URL of a post.
 pub fn post_url(urn: &str) -> String {
     format!("https://www.linkedin.com/feed/update/{urn}/")

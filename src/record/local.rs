@@ -122,7 +122,7 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::NeedsReview;
             draft.last_error = Some(error.clone());
             draft.next_retry_at = None;
-            draft.reminded = true;
+            draft.reminded = false;
         }
         DraftUpdate::Reminded => draft.reminded = true,
         DraftUpdate::Recorded { expires_at } => {
