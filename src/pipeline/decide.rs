@@ -106,7 +106,17 @@ impl Pipeline {
                 return refused;
             }
         }
-        let mut replace_unknown = false;
+        // Only a draft that no other attempt is in flight for may take the intent (the write is
+        // conditional, so two runs that both got past a lost claim cannot both post); the
+        // owner's Post anyway, and a dry run's traces in the real draft, may be replaced.
+        let mut intent_from = vec![
+            DraftStatus::New,
+            DraftStatus::Failed,
+            DraftStatus::NeedsReview,
+        ];
+        if dry_record && !self.publisher.is_dry_run() {
+            intent_from.push(DraftStatus::Posted);
+        }
         if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
             let dry_attempt = d
                 .pending
@@ -121,17 +131,10 @@ impl Pipeline {
             } else {
                 tracing::warn!("the owner chose Post anyway after an unknown outcome");
             }
-            replace_unknown = true;
+            intent_from.push(DraftStatus::Unknown);
         }
         let attempts = draft.map_or(0, |d| d.attempts);
-        self.publish(
-            req,
-            dl,
-            &content,
-            attempts,
-            progress,
-            replace_unknown || req.action == Action::Force,
-        )
-        .await
+        self.publish(req, dl, &content, attempts, progress, &intent_from)
+            .await
     }
 }

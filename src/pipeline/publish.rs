@@ -12,7 +12,7 @@ impl Pipeline {
         content: &DraftContent,
         attempts: u32,
         progress: &Progress,
-        replace_unknown: bool,
+        intent_from: &[DraftStatus],
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let t = self.settings.timeouts;
@@ -97,22 +97,6 @@ impl Pipeline {
             image_urn: target.image_urn,
             alt: content.alt.clone(),
         };
-        // Only a draft that no other attempt is in flight for may take the intent: the write is
-        // conditional, so two runs that both got past a lost claim cannot both post.
-        let intent_from: &[DraftStatus] = if replace_unknown {
-            &[
-                DraftStatus::New,
-                DraftStatus::Failed,
-                DraftStatus::NeedsReview,
-                DraftStatus::Unknown,
-            ]
-        } else {
-            &[
-                DraftStatus::New,
-                DraftStatus::Failed,
-                DraftStatus::NeedsReview,
-            ]
-        };
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
         let pending = PendingPost {
@@ -156,6 +140,12 @@ impl Pipeline {
             }
         }
         progress.set(Stage::Intent);
+        if let Some(why) = fault("after-intent").await {
+            return (
+                self.fail_after_intent(key, dl, why, true).await,
+                Finish::Release,
+            );
+        }
         // create-post gets its whole budget or is not sent: a sliver would only turn a clean
         // failure into an `unknown`. Checked after the intent write, which took time too.
         if dl.for_work(t.linkedin) != Some(t.linkedin) {

@@ -26,16 +26,18 @@ impl Pipeline {
         };
         let age = now_s().saturating_sub(pending.at);
         let quiet = i64::try_from(self.settings.reconcile_after.as_secs()).unwrap_or(i64::MAX);
-        if age < quiet {
+        // Whole seconds: `age` may overstate the time passed by up to a second, so the quiet
+        // period is over only once `age` exceeds it.
+        if age <= quiet {
             // The first request may still be in flight at LinkedIn, whose duplicate check sees
             // only posts that already exist: a re-send now could make a second post.
-            let at = pending.at.saturating_add(quiet);
+            let at = pending.at.saturating_add(quiet + 1);
             return (
                 Outcome::new(
                     key,
                     OutcomeKind::Unknown,
                     format!(
-                        "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} ({}s after that attempt) on: the sweeper does it, or Retry then",
+                        "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} (more than {}s after that attempt) on: the sweeper does it, or Retry then",
                         crate::record::rfc3339(at),
                         quiet
                     ),

@@ -161,7 +161,7 @@ impl Pipeline {
                     // Before the quiet period the attempt may still be in flight; past the
                     // window only the owner can tell. In between: reconcile now (or repair
                     // from a kept claim). A run still in flight holds the claim.
-                    now - at >= quiet && now - at <= window
+                    now - at > quiet && now - at <= window
                 }
                 _ => false,
             };
