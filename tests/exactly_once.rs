@@ -15,7 +15,7 @@ use postonce::claim::ClaimStore;
 use postonce::key::PostKey;
 use postonce::outcome::OutcomeKind;
 use postonce::pipeline::{caption_hash, full_text, Action};
-use postonce::record::{now_s, DraftStatus, PostedRecord, RecordStore};
+use postonce::record::{now_s, DraftStatus, PostedRecord};
 use support::env::{Env, Stores};
 use support::linkedin::{DuplicateCheck, Mode};
 use support::telegram::TgMode;
