@@ -7,6 +7,7 @@
 pub mod dry_run;
 pub mod linkedin;
 pub mod little_text;
+pub mod network;
 
 use std::time::Duration;
 
