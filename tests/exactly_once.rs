@@ -38,6 +38,25 @@ fn claim(env: &Env, name: &str) -> String {
     env.redis().cli(&["GET", name])
 }
 
+/// Marks the draft a retryable failure whose retry is due now.
+async fn due_now(env: &Env, key: &PostKey, error: &str) {
+    env.app
+        .pipeline
+        .records
+        .update_draft(
+            key,
+            &postonce::record::DraftUpdate::Failed {
+                error: error.into(),
+                retryable: true,
+                next_retry_at: Some(now_s() - 1),
+            },
+            &[],
+            now_s(),
+        )
+        .await
+        .expect("due now");
+}
+
 /// Waits until the quiet period after the last attempt has passed.
 async fn past_the_quiet_period() {
     tokio::time::sleep(Duration::from_millis(3_100)).await;
@@ -242,21 +261,7 @@ async fn the_sweeper_starts_no_run_without_one_runs_need_left() {
     assert_eq!(failed.outcome, OutcomeKind::Failed);
     // Due now (a failure before the claim is not noted; a stale `new` draft is due after the
     // claim TTL, so make it a retryable failure due at once).
-    env.app
-        .pipeline
-        .records
-        .update_draft(
-            &key,
-            &postonce::record::DraftUpdate::Failed {
-                error: "test".into(),
-                retryable: true,
-                next_retry_at: Some(now_s() - 1),
-            },
-            &[],
-            now_s(),
-        )
-        .await
-        .expect("failed");
+    due_now(&env, &key, "test").await;
     // One run needs the image budget and two LinkedIn budgets (1.5 + 3 s); the deadline's
     // reserve is a quarter. 5 s in all leaves 3.75 s of work time: not enough.
     let report = env
@@ -491,21 +496,7 @@ async fn the_owner_is_told_until_the_message_is_delivered() {
         (OutcomeKind::Failed, true)
     );
     // Due now.
-    env.app
-        .pipeline
-        .records
-        .update_draft(
-            &key,
-            &postonce::record::DraftUpdate::Failed {
-                error: "initializeUpload: LinkedIn server error (503)".into(),
-                retryable: true,
-                next_retry_at: Some(now_s() - 1),
-            },
-            &[],
-            now_s(),
-        )
-        .await
-        .expect("due");
+    due_now(&env, &key, "initializeUpload: LinkedIn server error (503)").await;
     env.telegram.set_mode(TgMode::Down);
     let report = env
         .app

@@ -4,6 +4,27 @@
 use super::*;
 
 impl Pipeline {
+    /// The record this run writes, the time, and when the done draft may expire.
+    pub(super) fn new_record(
+        &self,
+        req: &PostRequest,
+        urn: Option<String>,
+        source: &str,
+        caption_hash: Option<String>,
+    ) -> (PostedRecord, i64, i64) {
+        let now = now_s();
+        let record = PostedRecord {
+            key: req.key.to_string(),
+            urn,
+            posted_at: now,
+            run: req.run_id.clone(),
+            source: source.to_owned(),
+            caption_hash,
+        };
+        let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+        (record, now, expires)
+    }
+
     /// Writes the durable record (conditional) and decides what happens to the claim.
     pub(super) async fn record(
         &self,
@@ -15,16 +36,7 @@ impl Pipeline {
         source: &str,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let now = now_s();
-        let record = PostedRecord {
-            key: key.to_string(),
-            urn: urn.clone(),
-            posted_at: now,
-            run: req.run_id.clone(),
-            source: source.to_owned(),
-            caption_hash,
-        };
-        let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+        let (record, now, expires) = self.new_record(req, urn.clone(), source, caption_hash);
         let written = dl
             .finish(
                 self.settings.timeouts.dynamodb,

@@ -9,16 +9,7 @@ impl Pipeline {
         let key = &req.key;
         let t = self.settings.timeouts;
         let urn = (!urn.is_empty()).then_some(urn);
-        let now = now_s();
-        let record = PostedRecord {
-            key: key.to_string(),
-            urn: urn.clone(),
-            posted_at: now,
-            run: req.run_id.clone(),
-            source: "repair".into(),
-            caption_hash: None,
-        };
-        let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+        let (record, now, expires) = self.new_record(req, urn.clone(), "repair", None);
         match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {
             Ok(written) => {
                 let value = ClaimValue::Posted(urn.clone().unwrap_or_default()).raw();

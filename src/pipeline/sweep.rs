@@ -104,16 +104,21 @@ impl Pipeline {
         })
     }
 
+    /// Every draft that is not done.
+    async fn open_drafts(&self, dl: &Deadline) -> Result<Vec<Draft>, String> {
+        let t = self.settings.timeouts;
+        flatten_value(
+            dl.work(t.dynamodb, self.records.drafts_with_status(&OPEN))
+                .await,
+        )
+    }
+
     /// Every draft that waits for a person (`postonce status --all`), oldest first.
     ///
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
-        let t = self.settings.timeouts;
-        let drafts = flatten_value(
-            dl.work(t.dynamodb, self.records.drafts_with_status(&OPEN))
-                .await,
-        )?;
+        let drafts = self.open_drafts(dl).await?;
         let now = now_s();
         let mut waiting: Vec<Waiting> = drafts
             .iter()
@@ -132,11 +137,7 @@ impl Pipeline {
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
-        let t = self.settings.timeouts;
-        let drafts = flatten_value(
-            dl.work(t.dynamodb, self.records.drafts_with_status(&OPEN))
-                .await,
-        )?;
+        let drafts = self.open_drafts(dl).await?;
         let now = now_s();
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         // A `new` draft untouched for a claim TTL has no live run: its trigger died.
