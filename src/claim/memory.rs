@@ -1,5 +1,6 @@
-//! In-process claims for local mode (no `REDIS_URL`): the same semantics as Redis, TTL included,
-//! for runs inside one process (`postonce serve`, tests).
+//! In-process claims: the same semantics as Redis, TTL included, for runs inside one process.
+//! Tests use them where paused time must expire a claim; local mode uses [`super::file`], which
+//! also protects separate processes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
