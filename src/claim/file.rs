@@ -30,7 +30,8 @@ use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
 use crate::record::local::{ensure_dir, replace_durably, sync_dir};
 
-/// Claim file extension; `.` never appears in an encoded name, so no name can end in it twice.
+/// Claim file extension. An encoded name never contains `.`, so `<encoded>.claim` and
+/// `<sha256>.long.claim` can never be taken for one another.
 const CLAIM_EXT: &str = "claim";
 /// Extension of a name too long to encode into a file name (stored under its SHA-256).
 const LONG_EXT: &str = "long.claim";

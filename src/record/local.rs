@@ -129,7 +129,8 @@ impl LocalStore {
     }
 
     /// Uses (and creates) the folder of `data_dir` (see [`Self::folder`]), and clears temporary
-    /// files a crashed writer left behind.
+    /// files a crashed writer left behind. Blocking, once per process at start-up, before any
+    /// run is served.
     ///
     /// # Errors
     /// When the folders cannot be created or locked.
