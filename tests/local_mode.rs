@@ -524,6 +524,7 @@ async fn file_claims_racing_instances_one_winner() {
         .map(|_| Arc::new(FileClaims::open(dir.path().join("claims")).expect("open")))
         .collect();
     let mut winners_total = 0;
+    let begun = Instant::now();
     for round in 0..rounds {
         let k = key(&unique("race-"));
         let barrier = Arc::new(tokio::sync::Barrier::new(racers));
@@ -564,7 +565,10 @@ async fn file_claims_racing_instances_one_winner() {
             }
         }
     }
-    eprintln!("file claims race: {rounds} rounds x {racers} instances, {winners_total} winners");
+    eprintln!(
+        "file claims race: {rounds} rounds x {racers} instances, {winners_total} winners, {:.1?} per acquire",
+        begun.elapsed() / u32::try_from(rounds * racers).unwrap_or(u32::MAX)
+    );
 }
 
 fn content() -> DraftContent {
