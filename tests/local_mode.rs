@@ -30,7 +30,7 @@ use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::key::PostKey;
 use postonce::record::local::LocalStore;
 use postonce::record::{
-    DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord, PutPosted, RecordStore,
+    DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore,
 };
 use serde_json::{json, Value};
 use sha2::Sha256;
@@ -644,7 +644,7 @@ async fn draft_updates_racing_instances_lose_nothing() {
     );
     assert_eq!(draft.status, DraftStatus::Failed);
 
-    // Racing intents from `failed`: one applies, the others find it `unknown` already.
+    // Racing transitions out of `failed`: one applies, the others find it moved already.
     let barrier = Arc::new(tokio::sync::Barrier::new(instances));
     let tasks: Vec<_> = stores
         .iter()
@@ -653,15 +653,11 @@ async fn draft_updates_racing_instances_lose_nothing() {
             let (store, barrier, k) = (store.clone(), barrier.clone(), k.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                let intent = DraftUpdate::Intent(PendingPost {
-                    commentary: "Local drafts".into(),
-                    image_urn: "urn:li:image:C4E1".into(),
-                    alt: None,
-                    at: 3,
-                    run: format!("run-{i}"),
-                });
+                let review = DraftUpdate::NeedsReview {
+                    error: format!("given up by instance {i}"),
+                };
                 store
-                    .update_draft(&k, &intent, &[DraftStatus::Failed], 3)
+                    .update_draft(&k, &review, &[DraftStatus::Failed], 3)
                     .await
                     .expect("update")
             })
@@ -678,8 +674,12 @@ async fn draft_updates_racing_instances_lose_nothing() {
         .expect("load")
         .draft
         .expect("draft");
-    assert_eq!(draft.status, DraftStatus::Unknown);
-    assert!(draft.pending.is_some());
+    assert_eq!(draft.status, DraftStatus::NeedsReview);
+    assert_eq!(
+        draft.attempts as usize,
+        instances * each,
+        "and nothing else changed"
+    );
 }
 
 /// Racing record writes from separate instances: one is created, the others get it back, and
