@@ -569,3 +569,32 @@ async fn dry_run_claims_live_apart_from_real_claims() {
     assert_eq!(claim(&env, "claim:blog-apart"), "real-run");
     assert_eq!(claim(&env, "dryrun:claim:blog-apart"), "dry-run");
 }
+
+/// The local store too: a dry run's record left in the real folder by an older version does not
+/// count, and the real record replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
+    let _turn = TURN.lock().await;
+    let env = Env::with(Stores::Local, &[QUIET]).await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    let store = env.app.pipeline.records.clone();
+    let key = env.key();
+    let dry_record = PostedRecord {
+        key: key.to_string(),
+        urn: Some("urn:li:share:dryrun-00000000000000dd".into()),
+        posted_at: now_s(),
+        run: "run-old".into(),
+        source: "cli".into(),
+        caption_hash: None,
+    };
+    store
+        .put_posted(&dry_record, now_s(), now_s() + 3600)
+        .await
+        .expect("old record");
+    let outcome = env.post(&key, "Local, real at last").await;
+    assert_eq!(outcome.outcome, OutcomeKind::Posted, "{outcome:?}");
+    let record = env.status(&key).await.snapshot.record.expect("record");
+    assert_eq!(record.urn, outcome.urn);
+    assert!(!record.urn.unwrap_or_default().contains("dryrun"));
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
