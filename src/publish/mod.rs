@@ -6,6 +6,7 @@
 
 pub mod dry_run;
 pub mod linkedin;
+pub mod linkedin_target;
 pub mod little_text;
 pub mod network;
 
