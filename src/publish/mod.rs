@@ -9,6 +9,7 @@ pub mod linkedin;
 pub mod little_text;
 pub mod network;
 pub mod oauth1;
+pub mod x;
 
 use std::time::Duration;
 
