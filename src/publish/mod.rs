@@ -9,6 +9,8 @@ pub mod linkedin;
 pub mod linkedin_target;
 pub mod little_text;
 pub mod network;
+pub mod oauth1;
+pub mod x;
 
 use std::time::Duration;
 

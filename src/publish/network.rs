@@ -190,6 +190,7 @@ pub trait NetworkAdapter: Send + Sync {
     async fn create(&self, post: &PreparedPost) -> Result<Created, PostError>;
 
     /// Looks for `post` among the account's recent posts (exact text). `Ok(None)`: not found.
+    /// `since` is the attempt's time in Unix seconds: older posts need not be read.
     async fn find(&self, post: &PreparedPost, since: i64) -> Result<Option<Created>, PostError>;
 
     /// One harmless read that proves the credentials work (doctor).
