@@ -8,6 +8,7 @@ pub mod dry_run;
 pub mod linkedin;
 pub mod little_text;
 pub mod network;
+pub mod telegram_channel;
 
 use std::time::Duration;
 
