@@ -267,7 +267,7 @@ pub fn classify(http: u16, body: &str, channel: &str) -> PostError {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     if v.get("ok").and_then(Value::as_bool).is_none() {
         // Not the Bot API speaking (a gateway, a proxy): who knows what reached Telegram.
-        let snippet: String = body.chars().take(120).collect();
+        let snippet: String = body.chars().take(300).collect();
         return PostError::InDoubt {
             network: NET,
             message: format!(
@@ -435,7 +435,9 @@ impl TelegramChannel {
         if v.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(v.get("result").cloned().unwrap_or(Value::Null));
         }
-        Err(classify(status, &body, &self.channel))
+        // Redacted before anything is cut from it: a gateway page may echo the path, and a
+        // token cut in half would slip past a later redaction.
+        Err(classify(status, &self.redact.clean(&body), &self.channel))
     }
 
     /// A harmless read with a JSON body.
