@@ -319,6 +319,9 @@ pub fn classify(http: u16, body: &str, channel: &str) -> PostError {
             ))
         }
         403 if lower.contains("not a member") || lower.contains("kicked") => rejected(make_admin),
+        404 => rejected(
+            "the Bot API base URL or the method is wrong (TELEGRAM_API_URL, if set, must be the server's base, without /bot<token>)".into(),
+        ),
         500..=599 => PostError::InDoubt {
             network: NET,
             message: format!("Telegram answered {status}: {description}"),
@@ -756,6 +759,7 @@ mod tests {
         assert!(
             matches!(limited, PostError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(34))
         );
+        assert!(rejected_with(c(404, "Not Found"), 404, "base URL"));
         assert!(c(500, "Internal Server Error: x").may_exist());
         assert!(classify(502, "<html>502 Bad Gateway</html>", "@chan").may_exist());
         assert!(classify(200, "", "@chan").may_exist());
@@ -782,6 +786,29 @@ mod tests {
             unpack(&post, &other),
             Err(PostError::Rejected { status: 0, .. })
         ));
+    }
+
+    /// The first layer on its own (the redactor is the second): reqwest names the URL in its
+    /// errors, `transport_text` must not.
+    #[tokio::test]
+    async fn transport_errors_lose_the_url() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let url = format!("http://127.0.0.1:{port}/bot1:SECRET-TOKEN/sendPhoto");
+        let e = reqwest::Client::new()
+            .post(&url)
+            .send()
+            .await
+            .expect_err("closed port");
+        assert!(
+            format!("{e}").contains("SECRET-TOKEN"),
+            "reqwest names the URL: {e}"
+        );
+        let text = transport_text(e);
+        assert!(!text.contains("SECRET-TOKEN"), "{text}");
+        assert!(text.contains("error sending request"), "{text}");
     }
 
     #[test]
