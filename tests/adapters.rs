@@ -40,7 +40,7 @@ async fn linkedin_through_the_network_trait() {
     let target = linkedin(&fake.uri());
     let media = target.upload(&png()).await.expect("upload");
     let post = target.prepare("Hello (world) #rust", &media, "blog-x");
-    let created = target.create(&post).await.expect("created");
+    let created = target.create(&post, &png()).await.expect("created");
     let urn = created.id.clone().expect("an URN");
     assert_eq!(fake.posts_created(), 1);
     assert_eq!(fake.posts()[0].alt.as_deref(), Some("A gradient"));
@@ -50,7 +50,7 @@ async fn linkedin_through_the_network_trait() {
     );
 
     // The identical request again: LinkedIn's duplicate answer names the post.
-    match target.create(&post).await {
+    match target.create(&post, &png()).await {
         Err(PostError::AlreadyExists { existing, .. }) => assert_eq!(existing.id, Some(urn)),
         other => panic!("expected AlreadyExists, got {other:?}"),
     }
@@ -59,13 +59,13 @@ async fn linkedin_through_the_network_trait() {
     // A 5xx on create may have posted: in doubt.
     fake.set_create_mode(Mode::Status(503));
     let other = target.prepare("Another text", &media, "blog-y");
-    let e = target.create(&other).await.expect_err("503");
+    let e = target.create(&other, &png()).await.expect_err("503");
     assert!(e.may_exist(), "{e:?}");
     fake.set_create_mode(Mode::Normal);
 
     // A refusal is neither in doubt nor transient.
     fake.set_create_mode(Mode::Status(401));
-    let e = target.create(&other).await.expect_err("401");
+    let e = target.create(&other, &png()).await.expect_err("401");
     assert!(
         matches!(e, PostError::Rejected { status: 401, .. }),
         "{e:?}"

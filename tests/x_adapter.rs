@@ -61,7 +61,8 @@ fn now() -> i64 {
 /// Upload, prepare, create: what the pipeline will do for one X target.
 async fn post(x: &XAdapter, text: &str) -> Result<Created, PostError> {
     let m = x.upload(&media(None)).await?;
-    x.create(&x.prepare(text, &m, "blog-hello@x")).await
+    x.create(&x.prepare(text, &m, "blog-hello@x"), &media(None))
+        .await
 }
 
 #[tokio::test]
@@ -77,7 +78,7 @@ async fn upload_with_alt_then_create_posts_one_tweet_with_the_image() {
     assert_eq!(uploaded.bytes, png_bytes().len());
 
     let prepared = x.prepare("New post https://example.com/p", &m, "blog-hello@x");
-    let created = x.create(&prepared).await.unwrap();
+    let created = x.create(&prepared, &media(None)).await.unwrap();
     let posts = fake.posts();
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].text, "New post https://example.com/p");
@@ -114,28 +115,28 @@ async fn each_answer_maps_to_its_error_class() {
     let p = |t: &str| x.prepare(t, &m, "k");
 
     fake.set_create_mode(Mode::Status(401));
-    let e = x.create(&p("a")).await.unwrap_err();
+    let e = x.create(&p("a"), &media(None)).await.unwrap_err();
     assert!(
         matches!(&e, PostError::Rejected { status: 401, message, .. } if message.contains("re-authorize")),
         "{e:?}"
     );
 
     fake.set_create_mode(Mode::Status(403));
-    let e = x.create(&p("b")).await.unwrap_err();
+    let e = x.create(&p("b"), &media(None)).await.unwrap_err();
     assert!(
         matches!(e, PostError::Rejected { status: 403, .. }),
         "{e:?}"
     );
 
     fake.set_create_mode(Mode::Status(400));
-    let e = x.create(&p("c")).await.unwrap_err();
+    let e = x.create(&p("c"), &media(None)).await.unwrap_err();
     assert!(
         matches!(e, PostError::Rejected { status: 400, .. }),
         "{e:?}"
     );
 
     fake.set_create_mode(Mode::RateLimited { reset_in: 120 });
-    match x.create(&p("d")).await.unwrap_err() {
+    match x.create(&p("d"), &media(None)).await.unwrap_err() {
         PostError::RateLimited {
             retry_after: Some(d),
             ..
@@ -144,7 +145,7 @@ async fn each_answer_maps_to_its_error_class() {
     }
 
     fake.set_create_mode(Mode::UsageCapped);
-    let e = x.create(&p("e")).await.unwrap_err();
+    let e = x.create(&p("e"), &media(None)).await.unwrap_err();
     assert!(
         matches!(&e, PostError::RateLimited { message, .. } if message.contains("Usage cap")),
         "{e:?}"
@@ -152,14 +153,17 @@ async fn each_answer_maps_to_its_error_class() {
 
     for status in [500, 502, 503, 504] {
         fake.set_create_mode(Mode::Status(status));
-        let e = x.create(&p("f")).await.unwrap_err();
+        let e = x.create(&p("f"), &media(None)).await.unwrap_err();
         assert!(e.may_exist(), "{status}: {e:?}");
     }
     assert_eq!(fake.posts_created(), 0);
 
     // Over 280 weighted: X refuses with a bare 403 (observed).
     fake.set_create_mode(Mode::Normal);
-    let e = x.create(&p(&"字".repeat(141))).await.unwrap_err();
+    let e = x
+        .create(&p(&"字".repeat(141)), &media(None))
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, PostError::Rejected { status: 403, .. }),
         "{e:?}"
@@ -204,7 +208,10 @@ async fn connection_refused_is_not_sent() {
     let e = x.upload(&media(None)).await.unwrap_err();
     assert!(matches!(e, PostError::NotSent { .. }), "{e:?}");
     let e = x
-        .create(&x.prepare("t", &MediaRef(serde_json::json!("1")), "k"))
+        .create(
+            &x.prepare("t", &MediaRef(serde_json::json!("1")), "k"),
+            &media(None),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -354,7 +361,10 @@ async fn bad_credentials_are_refused_by_the_signature_check() {
             "{e:?}"
         );
         let e = x
-            .create(&x.prepare("t", &MediaRef(serde_json::json!("1")), "k"))
+            .create(
+                &x.prepare("t", &MediaRef(serde_json::json!("1")), "k"),
+                &media(None),
+            )
             .await
             .unwrap_err();
         assert!(
@@ -456,7 +466,7 @@ async fn secrets_never_appear_in_debug_or_errors() {
     let m = x.upload(&media(Some("alt"))).await.unwrap();
     let p = x.prepare("t", &m, "k");
     let errors = [
-        x.create(&p).await.unwrap_err(),
+        x.create(&p, &media(None)).await.unwrap_err(),
         x.find(&p, now()).await.unwrap_err(),
     ];
     let shown = format!(
@@ -486,7 +496,7 @@ async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let m = x.upload(&media(Some("alt"))).await.unwrap();
     assert!(m.0.as_str().unwrap().starts_with("dryrun-"));
     let p = x.prepare("hello", &m, "k");
-    let c = x.create(&p).await.unwrap();
+    let c = x.create(&p, &media(None)).await.unwrap();
     assert!(c.id.as_deref().unwrap().starts_with("dryrun-"));
     assert!(c.url.as_deref().unwrap().contains("/status/dryrun-"));
     assert_eq!(x.find(&p, now()).await.unwrap(), None);

@@ -128,7 +128,7 @@ impl NetworkAdapter for LinkedInTarget {
         }
     }
 
-    async fn create(&self, post: &PreparedPost) -> Result<Created, PostError> {
+    async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
         let post = new_post(post)?;
         let urn = self.publisher.create_post(&post).await.map_err(describe)?;
         Ok(Created {

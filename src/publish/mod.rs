@@ -10,6 +10,7 @@ pub mod linkedin_target;
 pub mod little_text;
 pub mod network;
 pub mod oauth1;
+pub mod telegram_channel;
 pub mod x;
 
 use std::time::Duration;

@@ -71,8 +71,10 @@ pub struct Media {
 }
 
 /// An uploaded image as the network names it (X's media id, Mastodon's attachment id, a
-/// Bluesky blob object, ...), or the bytes themselves for a network whose create carries them
-/// (Telegram's sendPhoto). Stored in the intent, so it must serialize.
+/// Bluesky blob object, ...), or, for a network whose create carries the bytes (Telegram's
+/// sendPhoto), a description of them (content type, size, SHA-256) that `create` checks the
+/// [`Media`] it is given against. Stored in the intent, so it must serialize; never the bytes
+/// (an intent is a DynamoDB item, at most 400 KB).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MediaRef(pub serde_json::Value);
 
@@ -186,8 +188,11 @@ pub trait NetworkAdapter: Send + Sync {
     /// by the pipeline from the draft's key and target, for networks that take one.
     fn prepare(&self, text: &str, media: &MediaRef, idempotency: &str) -> PreparedPost;
 
-    /// Sends the create request once.
-    async fn create(&self, post: &PreparedPost) -> Result<Created, PostError>;
+    /// Sends the create request once. `media` is the image as fetched for this attempt (the
+    /// one `post` was prepared from): a network whose create carries the bytes (Telegram's
+    /// sendPhoto) sends them, after checking them against the [`MediaRef`] in `post`; the
+    /// others ignore it.
+    async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError>;
 
     /// Looks for `post` among the account's recent posts (exact text). `Ok(None)`: not found.
     /// `since` is the attempt's time in Unix seconds: older posts need not be read.

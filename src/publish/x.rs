@@ -457,7 +457,7 @@ impl NetworkAdapter for XAdapter {
 
     /// `POST /2/tweets` once. 201 → `data.id`; a 2xx without a readable id still proves the
     /// post exists, and is answered without an id.
-    async fn create(&self, post: &PreparedPost) -> Result<Created, PostError> {
+    async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
         let resp = self
             .send(
                 Method::POST,
@@ -614,7 +614,7 @@ impl NetworkAdapter for XDryRun {
         prepared(text, media)
     }
 
-    async fn create(&self, post: &PreparedPost) -> Result<Created, PostError> {
+    async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
         tracing::info!(
             dry_run = true,
             "would send POST {}/2/tweets [{DRY_AUTH}, Content-Type: application/json] {}",
