@@ -110,6 +110,8 @@ pub struct LocalStore {
 /// The folder itself; its methods do blocking I/O and are run on the blocking pool.
 struct Folder {
     dir: PathBuf,
+    /// The real store (not the dry run's): a dry run's record found here may be replaced.
+    real: bool,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -140,7 +142,10 @@ impl LocalStore {
             let path = dir.join(sub);
             ensure_dir(&path).map_err(|e| io("cannot create", &path, e))?;
         }
-        let folder = Folder { dir };
+        let folder = Folder {
+            dir,
+            real: !dry_run,
+        };
         folder.clear_temp()?;
         Ok(Self {
             inner: Arc::new(folder),
@@ -304,7 +309,16 @@ impl Folder {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let existing = Self::read_json::<PostedRecord>(&path)?
                     .ok_or_else(|| StoreError(format!("{} vanished", path.display())))?;
-                return Ok(PutPosted::Exists(existing));
+                let dry = existing
+                    .urn
+                    .as_deref()
+                    .is_some_and(crate::publish::is_dry_run_urn);
+                if !(self.real && dry) {
+                    return Ok(PutPosted::Exists(existing));
+                }
+                // A dry run's record in the real folder (only an older version could write
+                // one) proves nothing was posted: the real record replaces it, under the lock.
+                self.replace(&path, &bytes)?;
             }
             Err(e) => return Err(io("cannot create", &path, e)),
         }
