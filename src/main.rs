@@ -38,6 +38,10 @@ async fn lambda_main() -> i32 {
         tracing::error!("configuration: REDIS_URL: required in Lambda (in-process claims would not span sandboxes)");
         return 2;
     }
+    if config.table.is_none() {
+        tracing::error!("configuration: POSTONCE_TABLE: required in Lambda (a local store in one sandbox is not seen by the others, so another sandbox would post again)");
+        return 2;
+    }
     let app = match postonce::app::App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => {

@@ -149,6 +149,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         at: now_s(),
         run: "run-old".into(),
         caption_hash: None,
+        last_sent_at: None,
     };
     assert!(store
         .update_draft(
@@ -182,6 +183,7 @@ async fn post_anyway_that_meets_linkedins_duplicate_answer_records_the_urn() {
         .post_under(Mode::AcceptThenHang(Duration::from_secs(3)), &key, "Forced")
         .await;
     assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    past_the_quiet_period().await;
     let mut force = env.request(&key, None);
     force.action = Action::Force;
     let forced = env.app.pipeline.run(force, env.deadline()).await;
@@ -476,7 +478,19 @@ async fn a_deadline_refusal_stores_the_draft_and_is_a_configuration_error() {
         .snapshot
         .draft
         .expect("the draft is stored");
-    assert_eq!(draft.status, DraftStatus::New);
+    // Noted as waiting for a person (the setting), so no sweep re-runs it every minute.
+    assert_eq!(
+        (draft.status, draft.retryable),
+        (DraftStatus::Failed, false)
+    );
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert!(report.runs.is_empty(), "{report:?}");
+    assert!(report.waiting.iter().any(|w| w.key == key.to_string()));
     assert_eq!(env.linkedin.create_requests(), 0);
     assert_eq!(env.retry(&key).await.outcome, OutcomeKind::Posted);
 }
@@ -597,4 +611,124 @@ async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
     assert_eq!(record.urn, outcome.urn);
     assert!(!record.urn.unwrap_or_default().contains("dryrun"));
     assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Review finding: a reconcile re-send is a new attempt, so the quiet period restarts from it;
+/// a run right after a slow re-send sends nothing (the race on: attempt #1 created nothing,
+/// the re-send is processed for 4 s, longer than the 1.5 s budget).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quiet_period_restarts_at_each_resend() {
+    let _turn = TURN.lock().await;
+    let env = env_with(&[]).await;
+    let key = env.key();
+    let first = env
+        .post_under(Mode::Hang(Duration::from_secs(3)), &key, "Slow twice")
+        .await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown);
+    assert_eq!(
+        env.linkedin.posts_created(),
+        0,
+        "attempt #1 created nothing"
+    );
+    env.linkedin.set_duplicate_check(DuplicateCheck::Racy {
+        processing: Duration::from_secs(4),
+        window: None,
+    });
+    past_the_quiet_period().await;
+    let resend = env.retry(&key).await;
+    assert_eq!(resend.outcome, OutcomeKind::Unknown, "{resend:?}");
+    assert_eq!(env.linkedin.create_requests(), 2);
+    let eager = env.retry(&key).await;
+    assert_eq!(
+        (eager.outcome, eager.retryable),
+        (OutcomeKind::Unknown, true),
+        "{eager:?}"
+    );
+    assert_eq!(
+        env.linkedin.create_requests(),
+        2,
+        "nothing sent while the re-send may be in flight"
+    );
+    let sweep = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert!(sweep.runs.is_empty(), "{sweep:?}");
+    past_the_quiet_period().await;
+    let settled = env.retry(&key).await;
+    assert_eq!(settled.outcome, OutcomeKind::AlreadyPosted, "{settled:?}");
+    println!(
+        "quiet period restarts at each re-send: {} create-post requests, {} posts",
+        env.linkedin.create_requests(),
+        env.linkedin.posts_created()
+    );
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Review finding: Post anyway inside the quiet period sends nothing (the first request may
+/// still be in flight); after it, Post anyway posts a fresh request, as the owner asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_anyway_waits_out_the_quiet_period() {
+    let _turn = TURN.lock().await;
+    let env = env_with(&[]).await;
+    let key = env.key();
+    let first = env
+        .post_under(Mode::Hang(Duration::from_secs(3)), &key, "Forced too early")
+        .await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown);
+    let mut force = env.request(&key, None);
+    force.action = Action::Force;
+    let early = env.app.pipeline.run(force.clone(), env.deadline()).await;
+    assert_eq!(
+        (early.outcome, early.retryable),
+        (OutcomeKind::Unknown, true),
+        "{early:?}"
+    );
+    assert_eq!(env.linkedin.create_requests(), 1, "nothing sent");
+    past_the_quiet_period().await;
+    force.run_id = postonce::pipeline::new_run_id();
+    let later = env.app.pipeline.run(force, env.deadline()).await;
+    assert_eq!(later.outcome, OutcomeKind::Posted, "{later:?}");
+    assert_eq!(env.linkedin.posts_created(), 1);
+}
+
+/// Review finding: a new failure after the owner was told is told again (a draft told about
+/// once does not stay "told" through later failures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_failure_after_the_owner_was_told_is_told_again() {
+    let _turn = TURN.lock().await;
+    let env = env_with(&[]).await;
+    let key = env.key();
+    env.linkedin.set_create_mode(Mode::Status(401));
+    let failed = env.post(&key, "Refused twice").await;
+    assert_eq!(
+        (failed.outcome, failed.retryable),
+        (OutcomeKind::Failed, false)
+    );
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert_eq!(report.reminded, vec![key.to_string()], "{report:?}");
+    // Retry, refused again; its own report is not delivered.
+    env.telegram.set_mode(TgMode::Down);
+    let again = env.retry(&key).await;
+    assert_eq!(again.outcome, OutcomeKind::Failed);
+    env.telegram.set_mode(TgMode::Normal);
+    env.linkedin.set_create_mode(Mode::Normal);
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert_eq!(
+        report.reminded,
+        vec![key.to_string()],
+        "told again: {report:?}"
+    );
 }

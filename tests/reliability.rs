@@ -205,6 +205,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         at: now_s(),
         run: "run-gone".into(),
         caption_hash: None,
+        last_sent_at: None,
     };
     assert!(env
         .app

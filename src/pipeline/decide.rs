@@ -128,6 +128,10 @@ impl Pipeline {
                 tracing::warn!("ignoring a dry run's unknown attempt on the draft");
             } else if req.action != Action::Force {
                 return self.reconcile(req, dl, d, progress).await;
+            } else if let Some(wait) = self.still_quiet(key, d) {
+                // Post anyway is the owner's word that the earlier attempt is not there; while
+                // it may still be in flight, nobody can know that yet.
+                return (wait, Finish::Release);
             } else {
                 tracing::warn!("the owner chose Post anyway after an unknown outcome");
             }

@@ -173,6 +173,18 @@ impl Pipeline {
                 ),
             );
             outcome.misconfigured = true;
+            // Noted as a permanent failure, so the sweeper does not re-run it every minute and
+            // the owner is told once (it waits for a person: the setting).
+            self.mark_failed(
+                key,
+                dl,
+                &outcome.detail,
+                false,
+                0,
+                None,
+                &[DraftStatus::New, DraftStatus::Failed],
+            )
+            .await;
             return outcome;
         }
 

@@ -106,6 +106,7 @@ impl Pipeline {
             at: now_s(),
             run: req.run_id.clone(),
             caption_hash: Some(caption_hash(&full_text(content))),
+            last_sent_at: None,
         };
         let intent = dl
             .work(

@@ -5,6 +5,35 @@
 use super::*;
 
 impl Pipeline {
+    /// `Some(unknown)` while the latest send of the draft's kept attempt may still be in
+    /// flight (the quiet period, from the latest send): nothing may be sent for it yet.
+    pub(super) fn still_quiet(&self, key: &PostKey, draft: &Draft) -> Option<Outcome> {
+        let pending = draft.pending.as_ref()?;
+        let last = pending.last_sent_at.unwrap_or(pending.at).max(pending.at);
+        let age = now_s().saturating_sub(last);
+        let quiet = i64::try_from(self.settings.reconcile_after.as_secs()).unwrap_or(i64::MAX);
+        // Whole seconds: `age` may overstate the time passed by up to a second, so the quiet
+        // period is over only once `age` exceeds it.
+        if age > quiet {
+            return None;
+        }
+        // The request may still be in flight at LinkedIn, whose duplicate check sees only
+        // posts that already exist: sending now could make a second post.
+        let at = last.saturating_add(quiet + 1);
+        Some(
+            Outcome::new(
+                key,
+                OutcomeKind::Unknown,
+                format!(
+                    "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} (more than {}s after that attempt) on: the sweeper does it, or Retry (or Post anyway) then",
+                    crate::record::rfc3339(at),
+                    quiet
+                ),
+            )
+            .retryable(true),
+        )
+    }
+
     /// A draft left `unknown`: within the window, re-send the identical request so LinkedIn's
     /// duplicate answer reveals an existing post; past it, ask the owner.
     pub(super) async fn reconcile(
@@ -24,28 +53,10 @@ impl Pipeline {
         let Some(pending) = &draft.pending else {
             return ask("an earlier attempt's result is unknown and its request was not kept; check LinkedIn, then press It's on LinkedIn or Post anyway".into());
         };
-        let age = now_s().saturating_sub(pending.at);
-        let quiet = i64::try_from(self.settings.reconcile_after.as_secs()).unwrap_or(i64::MAX);
-        // Whole seconds: `age` may overstate the time passed by up to a second, so the quiet
-        // period is over only once `age` exceeds it.
-        if age <= quiet {
-            // The first request may still be in flight at LinkedIn, whose duplicate check sees
-            // only posts that already exist: a re-send now could make a second post.
-            let at = pending.at.saturating_add(quiet + 1);
-            return (
-                Outcome::new(
-                    key,
-                    OutcomeKind::Unknown,
-                    format!(
-                        "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} (more than {}s after that attempt) on: the sweeper does it, or Retry then",
-                        crate::record::rfc3339(at),
-                        quiet
-                    ),
-                )
-                .retryable(true),
-                Finish::Release,
-            );
+        if let Some(wait) = self.still_quiet(key, draft) {
+            return (wait, Finish::Release);
         }
+        let age = now_s().saturating_sub(pending.at);
         if age > i64::try_from(self.settings.reconcile_window.as_secs()).unwrap_or(i64::MAX) {
             return ask(format!(
                 "an earlier attempt {age}s ago may have posted it, and that is too long ago for LinkedIn's duplicate check to tell; nothing was sent"
@@ -75,6 +86,48 @@ impl Pipeline {
                 .retryable(true),
                 Finish::Release,
             );
+        }
+        // The re-send is a new attempt: its time restarts the quiet period for every later run,
+        // and the conditional write lets only one of two reconciling runs send.
+        let taken = dl
+            .work(
+                t.dynamodb,
+                self.records.update_draft(
+                    key,
+                    &DraftUpdate::Resend {
+                        prev_run: pending.run.clone(),
+                        at: now_s(),
+                        run: req.run_id.clone(),
+                    },
+                    &[DraftStatus::Unknown],
+                    now_s(),
+                ),
+            )
+            .await;
+        match flatten_value(taken) {
+            Ok(true) => progress.set(Stage::Intent),
+            Ok(false) => {
+                return (
+                    Outcome::new(
+                        key,
+                        OutcomeKind::BeingPosted,
+                        "another run is checking this draft with LinkedIn now; nothing was sent",
+                    )
+                    .retryable(true),
+                    Finish::Release,
+                )
+            }
+            Err(e) => {
+                return (
+                    Outcome::new(
+                        key,
+                        OutcomeKind::Unknown,
+                        format!("could not record the check before re-sending ({e}); nothing was sent. Retry later"),
+                    )
+                    .retryable(true),
+                    Finish::Release,
+                )
+            }
         }
         // The hash of the text that was sent, not of the draft as it may have been edited since.
         let hash = pending

@@ -159,10 +159,16 @@ impl Pipeline {
                 DraftStatus::New => now - draft.updated_at > stale,
                 DraftStatus::Unknown => {
                     let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
+                    let last = draft
+                        .pending
+                        .as_ref()
+                        .and_then(|p| p.last_sent_at)
+                        .unwrap_or(at)
+                        .max(at);
                     // Before the quiet period the attempt may still be in flight; past the
                     // window only the owner can tell. In between: reconcile now (or repair
                     // from a kept claim). A run still in flight holds the claim.
-                    now - at > quiet && now - at <= window
+                    now - last > quiet && now - at <= window
                 }
                 _ => false,
             };

@@ -144,6 +144,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
             at,
             run: get_s(item, "pending_run").unwrap_or_default(),
             caption_hash: get_s(item, "pending_caption_hash"),
+            last_sent_at: get_n(item, "pending_last_at"),
         }),
         _ => None,
     };
@@ -235,6 +236,7 @@ impl Expr {
             "pending_at",
             "pending_run",
             "pending_caption_hash",
+            "pending_last_at",
         ] {
             self.remove(attr);
         }
@@ -291,6 +293,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .set("pending_at", n(p.at))
                 .set("pending_run", s(&p.run))
                 .set_opt("pending_caption_hash", p.caption_hash.as_ref().map(s))
+                .remove("pending_last_at")
                 .set("reminded", AttributeValue::Bool(false));
         }
         DraftUpdate::Failed {
@@ -299,6 +302,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
             next_retry_at,
         } => {
             e.set("status", s(DraftStatus::Failed.as_str()))
+                .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
                 .set("last_error", s(error))
                 .set("retryable", AttributeValue::Bool(*retryable))
@@ -307,8 +311,12 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
         }
         DraftUpdate::Ambiguous { error } => {
             e.set("status", s(DraftStatus::Unknown.as_str()))
+                .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
                 .set("last_error", s(error));
+        }
+        DraftUpdate::Resend { at, run, .. } => {
+            e.set("pending_last_at", n(*at)).set("pending_run", s(run));
         }
         DraftUpdate::NeedsReview { error } => {
             e.set("status", s(DraftStatus::NeedsReview.as_str()))
@@ -647,7 +655,11 @@ impl RecordStore for DynamoStore {
         now: i64,
     ) -> Result<bool, StoreError> {
         let mut e = draft_update(update, now);
-        let condition = e.condition(from);
+        let mut condition = e.condition(from);
+        if let DraftUpdate::Resend { prev_run, .. } = update {
+            let (a, v) = (e.name("pending_run"), e.value(s(prev_run)));
+            condition.push_str(&format!(" AND {a} = {v}"));
+        }
         let result = self
             .client
             .update_item()

@@ -371,6 +371,11 @@ impl Folder {
         if !from.is_empty() && !from.contains(&draft.status) {
             return Ok(false);
         }
+        if let DraftUpdate::Resend { prev_run, .. } = update {
+            if draft.pending.as_ref().map(|p| &p.run) != Some(prev_run) {
+                return Ok(false);
+            }
+        }
         apply(&mut draft, update, now);
         self.write_draft(&draft)?;
         Ok(true)
@@ -422,6 +427,7 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             next_retry_at,
         } => {
             draft.status = DraftStatus::Failed;
+            draft.reminded = false;
             draft.attempts += 1;
             draft.last_error = Some(error.clone());
             draft.retryable = *retryable;
@@ -430,8 +436,15 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::Ambiguous { error } => {
             draft.status = DraftStatus::Unknown;
+            draft.reminded = false;
             draft.attempts += 1;
             draft.last_error = Some(error.clone());
+        }
+        DraftUpdate::Resend { at, run, .. } => {
+            if let Some(p) = draft.pending.as_mut() {
+                p.last_sent_at = Some(*at);
+                p.run = run.clone();
+            }
         }
         DraftUpdate::NeedsReview { error } => {
             draft.status = DraftStatus::NeedsReview;

@@ -103,6 +103,10 @@ pub struct PendingPost {
     /// reconcile records what was sent even if the draft was edited since.
     #[serde(default)]
     pub caption_hash: Option<String>,
+    /// Unix seconds of the latest re-send of this request, if any (the quiet period runs
+    /// from the latest send; the window from the first).
+    #[serde(default)]
+    pub last_sent_at: Option<i64>,
 }
 
 /// A stored draft.
@@ -158,6 +162,15 @@ pub enum DraftUpdate {
     },
     /// The attempt's result is not known; the draft stays `unknown`.
     Ambiguous { error: String },
+    /// A reconcile is about to re-send the kept request: the attempt is now this run's and
+    /// was last sent at `at` (so the quiet period restarts; the window still counts from the
+    /// first attempt). Applied only if the kept attempt is still `prev_run`'s: of two runs that
+    /// would re-send, one does.
+    Resend {
+        prev_run: String,
+        at: i64,
+        run: String,
+    },
     /// Retries exhausted or the owner must decide.
     NeedsReview { error: String },
     /// The owner was told about this draft.
