@@ -431,14 +431,16 @@ async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post
     // A's create-post is at LinkedIn now, its post not yet visible to the duplicate check.
     assert!(claim_exists(&env, &key), "A holds the claim");
     env.redis().cli(&["FLUSHALL"]);
+    let b_started = std::time::Instant::now();
     let b = env.retry(&key).await;
     let b_creates = env.linkedin.create_requests();
-    let a_in_flight = !a.is_finished();
     let a = a.await.expect("run a");
     let c = env.retry(&key).await;
     let posts = env.linkedin.posts_containing(key.slug());
+    let a_post_visible = posts.first().map(|p| p.visible).expect("A's post");
     println!(
-        "lost claim while create-post is in flight (LinkedIn duplicate check RACY, 2.5 s processing): B {:?} (retryable {}) while A was in flight: {a_in_flight}; A {:?}; C {:?}; create-post requests {}, posts {}",
+        "lost claim while create-post is in flight (LinkedIn duplicate check RACY, 2.5 s processing): B started {:?} before A's post existed; B {:?} (retryable {}), create-post requests after B {b_creates}; A {:?}; C {:?}; create-post requests {}, posts {}",
+        a_post_visible.saturating_duration_since(b_started),
         b.outcome,
         b.retryable,
         a.outcome,
@@ -446,16 +448,22 @@ async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post
         env.linkedin.create_requests(),
         posts.len()
     );
-    assert!(a_in_flight, "B ran while A's create-post was in flight");
+    assert!(
+        b_started < a_post_visible,
+        "B ran while A's create-post was still being processed"
+    );
+    assert_eq!(
+        (b_creates, posts.len()),
+        (1, 1),
+        "B sent no create-post; one post"
+    );
     assert_eq!(
         (b.outcome, b.retryable),
         (OutcomeKind::Unknown, true),
         "{b:?}"
     );
-    assert_eq!(b_creates, 1, "B sent no create-post");
     assert_eq!(a.outcome, OutcomeKind::Posted, "{a:?}");
     assert_eq!(c.outcome, OutcomeKind::AlreadyPosted, "{c:?}");
     assert_eq!(env.linkedin.create_requests(), 1);
-    assert_eq!(posts.len(), 1, "one post");
     assert_eq!(a.urn.as_deref(), Some(posts[0].urn.as_str()));
 }
