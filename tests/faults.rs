@@ -301,7 +301,7 @@ async fn fault_matrix_never_duplicates_and_settles() {
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let f = fault_matrix(&env, false).await;
     println!(
-        "fault matrix (LinkedIn duplicate check OFF, quiet period {:?}): {} combinations (10 fail points x error/delay/panic): posted once and recorded {}, waiting (unknown, quiet period) {} ({} on LinkedIn, {} not: {:?}), create-post requests {}, posts {}, duplicates {}, lost {}",
+        "fault matrix (LinkedIn duplicate check OFF, quiet period {:?}): {} combinations (10 fail points x error/delay/panic): posted once and recorded {}, waiting (unknown, quiet period) {} ({} on LinkedIn, {} not) {:?}, create-post requests {}, posts {}, duplicates {}, lost {}",
         env.quiet_period(),
         f.total,
         f.posted_once,
@@ -332,7 +332,7 @@ async fn fault_matrix_settles_every_key_relying_on_linkedins_duplicate_answer() 
     });
     let f = fault_matrix(&env, true).await;
     println!(
-        "fault matrix (LinkedIn duplicate check RACY, 300 ms processing; reconciliation relies on LinkedIn's duplicate answer; quiet period {:?}): {} combinations: posted once and recorded {} ({} of them after waiting out the quiet period: {:?}), waiting {}, create-post requests {} ({} answered DUPLICATE_POST), posts {}, duplicates {}, lost {}",
+        "fault matrix (LinkedIn duplicate check RACY, 300 ms processing; reconciliation relies on LinkedIn's duplicate answer; quiet period {:?}): {} combinations: posted once and recorded {} ({} of them still unknown after the first retries, then retried past the quiet period: {:?}), waiting {}, create-post requests {} ({} answered DUPLICATE_POST), posts {}, duplicates {}, lost {}",
         env.quiet_period(),
         f.total,
         f.posted_once,
