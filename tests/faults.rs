@@ -28,6 +28,7 @@ fn claim_exists(env: &Env, key: &postonce::key::PostKey) -> bool {
 async fn a_panic_after_claiming_releases_the_claim() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     for point in [
         "after-claim",
         "after-check",
@@ -69,6 +70,7 @@ async fn a_panic_after_claiming_releases_the_claim() {
 async fn a_panic_after_create_post_keeps_the_claim_with_the_urn() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let key = env.key();
     fail::cfg("after-create-post", "panic").expect("fail point");
     let outcome = env.post(&key, "panic after posting").await;
@@ -99,6 +101,7 @@ async fn a_panic_after_create_post_keeps_the_claim_with_the_urn() {
 async fn a_stale_pre_claim_view_does_not_post() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let key = env.key();
     env.app
         .pipeline
@@ -128,6 +131,7 @@ async fn a_stale_pre_claim_view_does_not_post() {
 async fn a_claim_left_behind_blocks_until_its_ttl() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let key = env.key();
     env.linkedin
         .set_create_mode(support::linkedin::Mode::Status(503));
