@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::claim::memory::MemoryClaims;
+use crate::claim::file::FileClaims;
 use crate::claim::redis::RedisClaims;
 use crate::claim::ClaimStore;
 use crate::config::Config;
@@ -56,21 +56,19 @@ impl App {
     pub async fn build(config: Config) -> Result<Self, String> {
         let http = http_client()?;
 
+        let dry_run = config.linkedin.is_none();
         let claims: Arc<dyn ClaimStore> = match &config.redis_url {
-            Some(url) => {
-                Arc::new(RedisClaims::new(url, config.timeouts.redis).map_err(|e| e.to_string())?)
-            }
-            None => {
-                if config.linkedin.is_some() {
-                    tracing::warn!(
-                        "REDIS_URL is not set: claims are in-process only, so two postonce processes could post the same draft; set REDIS_URL before posting from more than one place"
-                    );
-                }
-                Arc::new(MemoryClaims::new())
-            }
+            Some(url) => Arc::new(
+                RedisClaims::new(url, config.timeouts.redis, dry_run).map_err(|e| e.to_string())?,
+            ),
+            // Local mode: claims are files beside the local store (its dry-run folder for dry
+            // runs), shared by every process on the machine (serve, cron sweep, CLI).
+            None => Arc::new(
+                FileClaims::open(LocalStore::folder(&config.data_dir, dry_run).join("claims"))
+                    .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
+            ),
         };
 
-        let dry_run = config.linkedin.is_none();
         let mut dynamo = None;
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {

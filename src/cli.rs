@@ -53,12 +53,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show the record, draft and claim of a key as stored now.
+    /// Show the record, draft and claim of a key as stored now; with --all, every draft that
+    /// waits for a person.
     Status {
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        kind: Option<String>,
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        slug: Option<String>,
+        /// List every draft that waits for a person (instead of one key).
         #[arg(long)]
-        kind: String,
-        #[arg(long)]
-        slug: String,
+        all: bool,
         #[arg(long)]
         json: bool,
     },
@@ -148,11 +152,17 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         },
         _ => None,
     };
-    if let Command::Status { kind, slug, .. } = &cli.command {
-        if let Err(e) = PostKey::new(kind, slug) {
-            return bad_input(e);
-        }
-    }
+    let status_key = match &cli.command {
+        Command::Status {
+            kind: Some(kind),
+            slug: Some(slug),
+            ..
+        } => match PostKey::new(kind, slug) {
+            Ok(key) => Some(key),
+            Err(e) => return bad_input(e),
+        },
+        _ => None,
+    };
     let app = match App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => return bad_input(e),
@@ -167,8 +177,11 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             print_outcome(&outcome, json);
             outcome.exit_code()
         }
-        Command::Status { kind, slug, json } => {
-            let Ok(key) = PostKey::new(&kind, &slug) else {
+        Command::Status {
+            all: true, json, ..
+        } => status_all(&app, dl, json).await,
+        Command::Status { json, .. } => {
+            let Some(key) = status_key else {
                 return EXIT_BAD_INPUT;
             };
             status(&app, &key, dl, json).await
@@ -188,16 +201,19 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                     println!("{}", serde_json::to_string(&report).unwrap_or_default());
                 } else {
                     println!(
-                        "examined {} drafts; ran {}; needs review {}; reminded {}; left for later {}",
+                        "examined {} drafts; ran {}; needs review {}; told {}; not delivered {}; left for later {}; waiting for you {}",
                         report.examined,
                         report.runs.len(),
                         report.needs_review.len(),
                         report.reminded.len(),
-                        report.left_for_later
+                        report.undelivered.len(),
+                        report.left_for_later,
+                        report.waiting.len()
                     );
                     for o in &report.runs {
                         println!("  {} {}: {}", o.outcome.as_str(), o.key, o.detail);
                     }
+                    print_waiting(&report.waiting);
                 }
                 0
             }
@@ -335,6 +351,41 @@ fn print_outcome(outcome: &Outcome, json: bool) {
     if !outcome.detail.is_empty() {
         println!("  {}", outcome.detail);
     }
+}
+
+fn print_waiting(waiting: &[crate::pipeline::Waiting]) {
+    for w in waiting {
+        println!(
+            "  {} [{}{}] {}{}",
+            w.key,
+            w.status,
+            if w.owner_told { "" } else { ", not told yet" },
+            w.reason,
+            w.last_error
+                .as_deref()
+                .map(|e| format!(" (last error: {e})"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+async fn status_all(app: &App, dl: Deadline, json: bool) -> i32 {
+    let waiting = match app.pipeline.waiting(&dl).await {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("postonce: {e}");
+            return 4;
+        }
+    };
+    if json {
+        println!("{}", json!({ "waiting": waiting }));
+    } else if waiting.is_empty() {
+        println!("nothing waits for you");
+    } else {
+        println!("{} drafts wait for you:", waiting.len());
+        print_waiting(&waiting);
+    }
+    0
 }
 
 async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {

@@ -529,7 +529,10 @@ mod tests {
         assert!(c.reconcile_after > c.timeouts.linkedin && c.reconcile_after < c.reconcile_window);
         let err = load(&[("POSTONCE_RECONCILE_AFTER_S", "10")]).unwrap_err();
         assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
-        assert!(err.to_string().contains("POSTONCE_LINKEDIN_TIMEOUT_MS"), "{err}");
+        assert!(
+            err.to_string().contains("POSTONCE_LINKEDIN_TIMEOUT_MS"),
+            "{err}"
+        );
         let ok = load(&[
             ("POSTONCE_RECONCILE_AFTER_S", "3"),
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", "2500"),
@@ -542,7 +545,10 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
-        assert!(err.to_string().contains("POSTONCE_RECONCILE_WINDOW_S"), "{err}");
+        assert!(
+            err.to_string().contains("POSTONCE_RECONCILE_WINDOW_S"),
+            "{err}"
+        );
     }
 
     #[test]

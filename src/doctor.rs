@@ -82,11 +82,12 @@ pub async fn doctor(app: &App) -> Vec<Check> {
 }
 
 async fn redis(app: &App) -> Result<String, String> {
-    if app.config.redis_url.is_none() {
-        return Ok("REDIS_URL not set: in-process claims (local mode; one process only)".into());
-    }
     let claims = &app.pipeline.claims;
-    let fix = "check REDIS_URL (redis:// or rediss:// for TLS) and that this function can reach it";
+    let fix = if app.config.redis_url.is_none() {
+        "REDIS_URL is not set, so claims are files under POSTONCE_DATA_DIR (local mode, shared by every postonce process on this machine): check that the folder is writable and on a local disk"
+    } else {
+        "check REDIS_URL (redis:// or rediss:// for TLS) and that this function can reach it"
+    };
     match bounded(claims.ping()).await {
         None => return Err(format!("no answer to PING within {CHECK_TIMEOUT:?}; {fix}")),
         Some(Err(e)) => return Err(format!("{e}; {fix}")),
@@ -104,7 +105,11 @@ async fn redis(app: &App) -> Result<String, String> {
     };
     match bounded(round_trip).await {
         Some(Ok((crate::claim::Acquire::Acquired, true))) => {
-            Ok("PING ok; claim taken and released".into())
+            Ok(if app.config.redis_url.is_none() {
+                "file claims under POSTONCE_DATA_DIR (local mode): claim taken and released".into()
+            } else {
+                "PING ok; claim taken and released".into()
+            })
         }
         Some(Ok(other)) => Err(format!("claim round trip did not behave: {other:?}")),
         Some(Err(e)) => Err(format!("{e}; {fix}")),

@@ -47,6 +47,10 @@ pub struct Outcome {
     /// The owner may override this refusal (content guard): offer *Post anyway*.
     #[serde(skip)]
     pub offer_force: bool,
+    /// Refused because postonce itself is misconfigured (not the draft, not the network):
+    /// HTTP 500, exit 2, no button (a retry cannot help until the setting is fixed).
+    #[serde(skip)]
+    pub misconfigured: bool,
 }
 
 /// A Telegram inline button: its label and its callback data (`<action>:<key>`, ≤ 64 bytes).
@@ -66,6 +70,7 @@ impl Outcome {
             detail: detail.into(),
             dry_run: false,
             offer_force: false,
+            misconfigured: false,
         }
     }
 
@@ -81,6 +86,9 @@ impl Outcome {
 
     /// The status of the CI route for this outcome.
     pub fn http_status(&self) -> u16 {
+        if self.misconfigured {
+            return 500;
+        }
         match self.outcome {
             OutcomeKind::Posted | OutcomeKind::AlreadyPosted => 200,
             OutcomeKind::BeingPosted => 409,
@@ -92,6 +100,9 @@ impl Outcome {
 
     /// The exit code of `postonce post`.
     pub fn exit_code(&self) -> i32 {
+        if self.misconfigured {
+            return 2;
+        }
         match self.outcome {
             OutcomeKind::Posted | OutcomeKind::AlreadyPosted => 0,
             OutcomeKind::BeingPosted => 3,
@@ -112,6 +123,9 @@ impl Outcome {
             text,
             data: format!("{action}:{}", self.key),
         };
+        if self.misconfigured {
+            return vec![];
+        }
         match self.outcome {
             OutcomeKind::Posted | OutcomeKind::AlreadyPosted => vec![],
             OutcomeKind::Failed if self.offer_force => vec![b("Post anyway", "force")],

@@ -627,7 +627,7 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
 async fn release_never_deletes_another_runs_claim() {
     let redis = RedisServer::start();
     let claims =
-        RedisClaims::new(&Secret::new(redis.url()), Duration::from_secs(2)).expect("client");
+        RedisClaims::new(&Secret::new(redis.url()), Duration::from_secs(2), false).expect("client");
     let key = postonce::key::PostKey::new("blog", "expired").expect("key");
     assert_eq!(
         claims

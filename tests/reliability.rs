@@ -268,6 +268,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         alt: None,
         at: now_s() - quiet - 1,
         run: "run-gone".into(),
+        caption_hash: None,
     };
     assert!(env
         .app

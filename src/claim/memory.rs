@@ -1,5 +1,6 @@
-//! In-process claims for local mode (no `REDIS_URL`): the same semantics as Redis, TTL included,
-//! for runs inside one process (`postonce serve`, tests).
+//! In-process claims: the same semantics as Redis, TTL included (on tokio's clock, so a test with
+//! paused time can expire a claim), for runs inside one process. The binary does not use them:
+//! local mode uses [`super::file`], which also protects separate processes on one machine.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

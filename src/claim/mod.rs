@@ -5,6 +5,7 @@
 //! store only carries out these operations; when to take, keep or release a claim is decided by
 //! the pipeline.
 
+pub mod file;
 pub mod memory;
 pub mod redis;
 
@@ -62,7 +63,8 @@ pub enum Acquire {
 #[error("claim store unavailable: {0}")]
 pub struct ClaimError(pub String);
 
-/// The claim operations the pipeline needs. Implementations: Redis, and in-process for local mode.
+/// The claim operations the pipeline needs. Implementations: Redis; files shared by the processes
+/// of one machine for local mode; in-process (tests).
 #[async_trait]
 pub trait ClaimStore: Send + Sync {
     /// `SET claim:<key> <token> NX EX <ttl>`; on failure, reads who holds it.

@@ -28,8 +28,14 @@ elseif not v then
 end
 return 0";
 
+/// The namespace of the dry-run publisher's claims.
+pub const DRY_RUN_NS: &str = "dryrun:";
+
 /// Claims in Redis.
 pub struct RedisClaims {
+    /// Put before every name: empty, or `dryrun:` for the dry-run publisher's runs, so that a
+    /// dry run pointed at the real Redis never holds, keeps or frees a real claim.
+    ns: &'static str,
     client: redis::Client,
     config: ConnectionManagerConfig,
     connection: OnceCell<ConnectionManager>,
@@ -46,7 +52,7 @@ impl RedisClaims {
     ///
     /// # Errors
     /// When the URL cannot be parsed (the message does not repeat the URL: it may hold a password).
-    pub fn new(url: &Secret, timeout: Duration) -> Result<Self, ClaimError> {
+    pub fn new(url: &Secret, timeout: Duration, dry_run: bool) -> Result<Self, ClaimError> {
         let client = redis::Client::open(url.expose()).map_err(|e| {
             ClaimError(format!(
                 "REDIS_URL is not a valid Redis URL ({})",
@@ -58,12 +64,18 @@ impl RedisClaims {
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1);
         Ok(Self {
+            ns: if dry_run { DRY_RUN_NS } else { "" },
             client,
             config,
             connection: OnceCell::new(),
             release: Script::new(RELEASE),
             keep_posted: Script::new(KEEP_POSTED),
         })
+    }
+
+    /// The Redis name of a key's claim in this store's namespace.
+    fn claim(&self, key: &PostKey) -> String {
+        format!("{}{}", self.ns, claim_name(key))
     }
 
     async fn conn(&self) -> Result<ConnectionManager, ClaimError> {
@@ -116,7 +128,7 @@ impl ClaimStore for RedisClaims {
         ttl: Duration,
     ) -> Result<Acquire, ClaimError> {
         let mut c = self.conn().await?;
-        let name = claim_name(key);
+        let name = self.claim(key);
         if set_nx(&mut c, &name, token, ttl).await? {
             return Ok(Acquire::Acquired);
         }
@@ -128,7 +140,7 @@ impl ClaimStore for RedisClaims {
         let mut c = self.conn().await?;
         let deleted: i64 = self
             .release
-            .key(claim_name(key))
+            .key(self.claim(key))
             .arg(value)
             .invoke_async(&mut c)
             .await
@@ -146,7 +158,7 @@ impl ClaimStore for RedisClaims {
         let mut c = self.conn().await?;
         let kept: i64 = self
             .keep_posted
-            .key(claim_name(key))
+            .key(self.claim(key))
             .arg(token)
             .arg(ClaimValue::Posted(urn.to_owned()).raw())
             .arg(ttl.as_secs().max(1))
@@ -161,7 +173,7 @@ impl ClaimStore for RedisClaims {
         key: &PostKey,
     ) -> Result<Option<(ClaimValue, Option<Duration>)>, ClaimError> {
         let mut c = self.conn().await?;
-        let name = claim_name(key);
+        let name = self.claim(key);
         let (value, ttl_ms): (Option<String>, i64) = redis::pipe()
             .get(&name)
             .cmd("PTTL")
@@ -175,7 +187,7 @@ impl ClaimStore for RedisClaims {
 
     async fn first_sighting(&self, name: &str, ttl: Duration) -> Result<bool, ClaimError> {
         let mut c = self.conn().await?;
-        set_nx(&mut c, name, "1", ttl).await
+        set_nx(&mut c, &format!("{}{name}", self.ns), "1", ttl).await
     }
 
     async fn ping(&self) -> Result<(), ClaimError> {

@@ -31,6 +31,9 @@ impl DryRun {
     }
 }
 
+/// What marks an id the dry run made up (`urn:li:share:dryrun-…`).
+pub const MARK: &str = ":dryrun-";
+
 fn dry_id() -> String {
     format!("dryrun-{:016x}", rand::random::<u64>())
 }

@@ -6,7 +6,12 @@
 
 pub mod dry_run;
 pub mod linkedin;
+pub mod linkedin_target;
 pub mod little_text;
+pub mod network;
+pub mod oauth1;
+pub mod telegram_channel;
+pub mod x;
 
 use std::time::Duration;
 
@@ -114,6 +119,12 @@ pub fn create_post_body(author: &str, post: &NewPost) -> serde_json::Value {
         "lifecycleState": "PUBLISHED",
         "isReshareDisabledByAuthor": false
     })
+}
+
+/// Whether a post or image URN was made up by the dry-run publisher (see [`dry_run`]). A real
+/// run never records, repairs from or answers with such a URN.
+pub fn is_dry_run_urn(urn: &str) -> bool {
+    urn.contains(dry_run::MARK)
 }
 
 /// The public URL of a post.

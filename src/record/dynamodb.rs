@@ -143,6 +143,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
             alt: get_s(item, "pending_alt"),
             at,
             run: get_s(item, "pending_run").unwrap_or_default(),
+            caption_hash: get_s(item, "pending_caption_hash"),
         }),
         _ => None,
     };
@@ -233,6 +234,7 @@ impl Expr {
             "pending_alt",
             "pending_at",
             "pending_run",
+            "pending_caption_hash",
         ] {
             self.remove(attr);
         }
@@ -288,6 +290,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .set_opt("pending_alt", p.alt.as_ref().map(s))
                 .set("pending_at", n(p.at))
                 .set("pending_run", s(&p.run))
+                .set_opt("pending_caption_hash", p.caption_hash.as_ref().map(s))
                 .set("reminded", AttributeValue::Bool(false));
         }
         DraftUpdate::Failed {
@@ -310,7 +313,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::NeedsReview { error } => {
             e.set("status", s(DraftStatus::NeedsReview.as_str()))
                 .set("last_error", s(error))
-                .set("reminded", AttributeValue::Bool(true))
+                .set("reminded", AttributeValue::Bool(false))
                 .remove("next_retry_at");
         }
         DraftUpdate::Reminded => {
@@ -566,10 +569,19 @@ impl RecordStore for DynamoStore {
         now: i64,
         draft_expires_at: i64,
     ) -> Result<PutPosted, StoreError> {
-        let put = Put::builder()
+        let mut put = Put::builder()
             .table_name(&self.table)
-            .set_item(Some(record_to_item(self.ns, record)))
-            .condition_expression("attribute_not_exists(pk)")
+            .set_item(Some(record_to_item(self.ns, record)));
+        put = if self.ns.is_empty() {
+            // A dry run's record in the real namespace (only an older version could write one)
+            // proves nothing was posted: a real record may replace it.
+            put.condition_expression("attribute_not_exists(pk) OR contains(#urn, :dry)")
+                .expression_attribute_names("#urn", "urn")
+                .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+        } else {
+            put.condition_expression("attribute_not_exists(pk)")
+        };
+        let put = put
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| sdk_err("TransactWriteItems", e))?;

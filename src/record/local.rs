@@ -1,14 +1,29 @@
-//! Local mode's record store: one JSON file per item under `POSTONCE_DATA_DIR`.
+//! Local mode's record store: one JSON file per item under `POSTONCE_DATA_DIR`, shared safely by
+//! every postonce process on the machine (`serve`, a cron `sweep`, a CLI `post`).
 //!
-//! The record is written to a temporary file and then hard-linked to its final name: `link`
-//! fails if the name exists, so creation is atomic and create-if-absent across processes, and a
-//! reader never sees a half-written record. Drafts are replaced by rename. Draft updates are
-//! serialized within the process; across processes the last writer of a draft wins (the record,
-//! not the draft, is what prevents a second post).
+//! - **Atomic across processes.** Every read-modify-write (a draft update, the record write with
+//!   its draft and caption index) runs under an exclusive OS file lock on the folder's `lock`
+//!   file; reads that must be consistent (record and draft together) take it shared. The lock is
+//!   taken on a fresh open of the lock file each time: such locks belong to the open file
+//!   description, so one process's threads exclude each other too, and the kernel releases the
+//!   lock of a process that dies. One lock per folder keeps the multi-file record write simple
+//!   to reason about; every critical section is a few small files.
+//! - **Create-if-absent.** The record is written to a temporary file and hard-linked to its final
+//!   name: `link` fails if the name exists, so a record is never overwritten, whoever holds or
+//!   ignores the lock, and a reader never sees a half-written record. Drafts and the caption
+//!   index are replaced by rename.
+//! - **Durable.** Temporary files are fsynced before they are linked or renamed, and the folder
+//!   is fsynced after, so an answer given (`posted`, a draft marked `unknown`) survives a crash
+//!   or power loss. The folders themselves are made durable when first created.
+//!
+//! The folder must be on a local file system: locks on network file systems are not reliable.
+//! File I/O runs on tokio's blocking pool: waiting for another process's lock or an fsync must
+//! not stall the runtime's workers.
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -18,10 +33,85 @@ use super::{
 };
 use crate::key::PostKey;
 
+/// Extension of temporary files, which exist only while their writer holds a folder's lock (or
+/// after it crashed).
+pub(crate) const TMP_EXT: &str = "tmp";
+
+/// Makes a change of a directory's entries (create, rename, link, unlink) durable.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    // Other systems cannot open a directory as a file (and journal renames as metadata).
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Creates `dir` and any missing parents, fsyncing each parent that gained an entry, so the
+/// folder a durable file lives in survives a crash too.
+pub(crate) fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
+        ensure_dir(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => sync_dir(parent.unwrap_or(Path::new("."))),
+        // Another process made it meanwhile (and synced its parent).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A new temporary file in `tmp_dir` holding `bytes`, fsynced.
+fn durable_temp(tmp_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let path = tmp_dir.join(format!(
+        "{}-{:016x}.{TMP_EXT}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let written = (|| {
+        let mut f = File::create(&path)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            Err(e)
+        }
+    }
+}
+
+/// Replaces `path` with `bytes` atomically and durably: a temporary file in `tmp_dir` (same
+/// file system), fsynced, renamed over `path`, then `path`'s folder fsynced. A crash leaves the
+/// old content or the new, never a torn file.
+pub(crate) fn replace_durably(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = durable_temp(tmp_dir, bytes)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
 /// Files under a data directory.
 pub struct LocalStore {
+    inner: Arc<Folder>,
+}
+
+/// The folder itself; its methods do blocking I/O and are run on the blocking pool.
+struct Folder {
     dir: PathBuf,
-    drafts_lock: Mutex<()>,
+    /// The real store (not the dry run's): a dry run's record found here may be replaced.
+    real: bool,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -29,25 +119,87 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
 }
 
 impl LocalStore {
-    /// Uses (and creates) `dir`.
-    /// # Errors
-    /// When the folders cannot be created.
-    ///
-    /// The dry-run publisher's runs use the sub-folder `dry-run/`, so a dry run never leaves a
-    /// record that would stop the first real post.
-    pub fn open(dir: impl Into<PathBuf>, dry_run: bool) -> Result<Self, StoreError> {
-        let mut dir = dir.into();
+    /// The folder a store over `data_dir` uses: the dry-run publisher's runs use the sub-folder
+    /// `dry-run/`, so a dry run never leaves a record (or a claim) that would stop the first
+    /// real post.
+    pub fn folder(data_dir: &Path, dry_run: bool) -> PathBuf {
         if dry_run {
-            dir = dir.join("dry-run");
+            data_dir.join("dry-run")
+        } else {
+            data_dir.to_path_buf()
         }
+    }
+
+    /// Uses (and creates) the folder of `data_dir` (see [`Self::folder`]), and clears temporary
+    /// files a crashed writer left behind. Blocking, once per process at start-up, before any
+    /// run is served.
+    ///
+    /// # Errors
+    /// When the folders cannot be created or locked.
+    pub fn open(data_dir: impl AsRef<Path>, dry_run: bool) -> Result<Self, StoreError> {
+        let dir = Self::folder(data_dir.as_ref(), dry_run);
         for sub in ["posted", "drafts", "captions", "tmp"] {
             let path = dir.join(sub);
-            std::fs::create_dir_all(&path).map_err(|e| io("cannot create", &path, e))?;
+            ensure_dir(&path).map_err(|e| io("cannot create", &path, e))?;
         }
-        Ok(Self {
+        let folder = Folder {
             dir,
-            drafts_lock: Mutex::new(()),
+            real: !dry_run,
+        };
+        folder.clear_temp()?;
+        Ok(Self {
+            inner: Arc::new(folder),
         })
+    }
+
+    /// The folder this store uses.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Runs `f` on the blocking pool (see the module comment).
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Folder) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| StoreError(format!("local store: the file operation failed: {e}")))?
+    }
+}
+
+/// A held lock on the folder; dropping it closes the file and releases the lock.
+struct Lock(#[allow(dead_code)] File);
+
+impl Folder {
+    fn lock(&self, exclusive: bool) -> Result<Lock, StoreError> {
+        let path = self.dir.join("lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io("cannot open", &path, e))?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(|e| io("cannot lock", &path, e))?;
+        Ok(Lock(file))
+    }
+
+    /// Removes temporary files: under the exclusive lock none belongs to a live writer.
+    fn clear_temp(&self) -> Result<(), StoreError> {
+        let _lock = self.lock(true)?;
+        let tmp = self.dir.join("tmp");
+        let entries = std::fs::read_dir(&tmp).map_err(|e| io("cannot list", &tmp, e))?;
+        for entry in entries.flatten() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+        Ok(())
     }
 
     fn record_path(&self, key: &str) -> PathBuf {
@@ -58,17 +210,10 @@ impl LocalStore {
         self.dir.join("drafts").join(format!("{key}.json"))
     }
 
-    fn temp_file(&self, bytes: &[u8]) -> Result<PathBuf, StoreError> {
-        let path = self.dir.join("tmp").join(format!(
-            "{}-{:016x}.json",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        let mut f = std::fs::File::create(&path).map_err(|e| io("cannot write", &path, e))?;
-        f.write_all(bytes)
-            .map_err(|e| io("cannot write", &path, e))?;
-        f.sync_all().map_err(|e| io("cannot sync", &path, e))?;
-        Ok(path)
+    fn caption_path(&self, caption_hash: &str) -> PathBuf {
+        self.dir
+            .join("captions")
+            .join(format!("{caption_hash}.json"))
     }
 
     fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
@@ -81,15 +226,185 @@ impl LocalStore {
         }
     }
 
-    fn write_draft(&self, draft: &Draft) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec_pretty(draft).map_err(|e| StoreError(e.to_string()))?;
-        let tmp = self.temp_file(&bytes)?;
-        let path = self.draft_path(&draft.key);
-        std::fs::rename(&tmp, &path).map_err(|e| io("cannot replace", &path, e))
+    /// Replaces a file durably; the caller holds the exclusive lock.
+    fn replace(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        replace_durably(&self.dir.join("tmp"), path, bytes)
+            .map_err(|e| io("cannot replace", path, e))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.drafts_lock.lock().unwrap_or_else(|p| p.into_inner())
+    fn write_draft(&self, draft: &Draft) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(draft).map_err(|e| StoreError(e.to_string()))?;
+        self.replace(&self.draft_path(&draft.key), &bytes)
+    }
+
+    fn save_draft(
+        &self,
+        key: &str,
+        content: DraftContent,
+        source: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let _lock = self.lock(true)?;
+        let mut draft = Self::read_json::<Draft>(&self.draft_path(key))?.unwrap_or_else(|| Draft {
+            key: key.to_owned(),
+            content: None,
+            status: DraftStatus::New,
+            attempts: 0,
+            last_error: None,
+            retryable: true,
+            next_retry_at: None,
+            pending: None,
+            reminded: false,
+            source: Some(source.to_owned()),
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+        });
+        draft.content = Some(content);
+        draft.updated_at = now;
+        self.write_draft(&draft)
+    }
+
+    /// The caller holds the lock (shared is enough).
+    fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
+        if !caption_hash.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        Ok(
+            Self::read_json::<serde_json::Value>(&self.caption_path(caption_hash))?
+                .and_then(|v| v.get("key").and_then(|k| k.as_str()).map(str::to_owned)),
+        )
+    }
+
+    /// Record and draft under the shared lock, so no record write falls between the two reads.
+    fn load(&self, key: &str, caption_hash: Option<&str>) -> Result<Snapshot, StoreError> {
+        let _lock = self.lock(false)?;
+        let caption_owner = match caption_hash {
+            Some(h) => self.caption_owner(h)?,
+            None => None,
+        };
+        Ok(Snapshot {
+            record: Self::read_json(&self.record_path(key))?,
+            draft: Self::read_json(&self.draft_path(key))?,
+            caption_owner,
+        })
+    }
+
+    fn put_posted(
+        &self,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+    ) -> Result<PutPosted, StoreError> {
+        let bytes = serde_json::to_vec_pretty(record).map_err(|e| StoreError(e.to_string()))?;
+        let _lock = self.lock(true)?;
+        let tmp_dir = self.dir.join("tmp");
+        let tmp = durable_temp(&tmp_dir, &bytes).map_err(|e| io("cannot write in", &tmp_dir, e))?;
+        let path = self.record_path(&record.key);
+        // `link` never replaces an existing name: the record is created only if absent.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let existing = Self::read_json::<PostedRecord>(&path)?
+                    .ok_or_else(|| StoreError(format!("{} vanished", path.display())))?;
+                let dry = existing
+                    .urn
+                    .as_deref()
+                    .is_some_and(crate::publish::is_dry_run_urn);
+                if !(self.real && dry) {
+                    return Ok(PutPosted::Exists(existing));
+                }
+                // A dry run's record in the real folder (only an older version could write
+                // one) proves nothing was posted: the real record replaces it, under the lock.
+                self.replace(&path, &bytes)?;
+            }
+            Err(e) => return Err(io("cannot create", &path, e)),
+        }
+        let posted = self.dir.join("posted");
+        sync_dir(&posted).map_err(|e| io("cannot sync", &posted, e))?;
+        if let Some(h) = record
+            .caption_hash
+            .as_deref()
+            .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            let entry = serde_json::json!({"key": record.key, "urn": record.urn});
+            self.replace(&self.caption_path(h), entry.to_string().as_bytes())?;
+        }
+        let mut draft =
+            Self::read_json::<Draft>(&self.draft_path(&record.key))?.unwrap_or_else(|| Draft {
+                key: record.key.clone(),
+                content: None,
+                status: DraftStatus::Posted,
+                attempts: 0,
+                last_error: None,
+                retryable: false,
+                next_retry_at: None,
+                pending: None,
+                reminded: false,
+                source: None,
+                created_at: now,
+                updated_at: now,
+                expires_at: None,
+            });
+        draft.status = DraftStatus::Posted;
+        draft.pending = None;
+        draft.next_retry_at = None;
+        draft.updated_at = now;
+        draft.expires_at = Some(draft_expires_at);
+        self.write_draft(&draft)?;
+        Ok(PutPosted::Created)
+    }
+
+    fn update_draft(
+        &self,
+        key: &str,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let _lock = self.lock(true)?;
+        let Some(mut draft) = Self::read_json::<Draft>(&self.draft_path(key))? else {
+            return Ok(false);
+        };
+        if !from.is_empty() && !from.contains(&draft.status) {
+            return Ok(false);
+        }
+        apply(&mut draft, update, now);
+        self.write_draft(&draft)?;
+        Ok(true)
+    }
+
+    fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
+        let _lock = self.lock(false)?;
+        let dir = self.dir.join("drafts");
+        let entries = std::fs::read_dir(&dir).map_err(|e| io("cannot list", &dir, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| io("cannot list", &dir, e))?.path();
+            if path.extension().is_some_and(|e| e == "json") {
+                if let Some(d) = Self::read_json::<Draft>(&path)? {
+                    if statuses.contains(&d.status) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes and removes a durable temporary file under the lock (shared: it touches nothing
+    /// another writer reads, and the exclusive clean-up cannot run meanwhile).
+    fn check(&self) -> Result<String, StoreError> {
+        let _lock = self.lock(false)?;
+        let tmp_dir = self.dir.join("tmp");
+        let tmp = durable_temp(&tmp_dir, b"{}").map_err(|e| io("cannot write in", &tmp_dir, e))?;
+        std::fs::remove_file(&tmp).map_err(|e| io("cannot remove", &tmp, e))?;
+        Ok(format!(
+            "local store at {} is writable and lockable",
+            self.dir.display()
+        ))
     }
 }
 
@@ -122,7 +437,7 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::NeedsReview;
             draft.last_error = Some(error.clone());
             draft.next_retry_at = None;
-            draft.reminded = true;
+            draft.reminded = false;
         }
         DraftUpdate::Reminded => draft.reminded = true,
         DraftUpdate::Recorded { expires_at } => {
@@ -144,27 +459,9 @@ impl RecordStore for LocalStore {
         source: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let _guard = self.lock();
-        let key = key.to_string();
-        let mut draft =
-            Self::read_json::<Draft>(&self.draft_path(&key))?.unwrap_or_else(|| Draft {
-                key: key.clone(),
-                content: None,
-                status: DraftStatus::New,
-                attempts: 0,
-                last_error: None,
-                retryable: true,
-                next_retry_at: None,
-                pending: None,
-                reminded: false,
-                source: Some(source.to_owned()),
-                created_at: now,
-                updated_at: now,
-                expires_at: None,
-            });
-        draft.content = Some(content.clone());
-        draft.updated_at = now;
-        self.write_draft(&draft)
+        let (key, content, source) = (key.to_string(), content.clone(), source.to_owned());
+        self.run(move |f| f.save_draft(&key, content, &source, now))
+            .await
     }
 
     async fn load(
@@ -172,28 +469,17 @@ impl RecordStore for LocalStore {
         key: &PostKey,
         caption_hash: Option<&str>,
     ) -> Result<Snapshot, StoreError> {
-        let caption_owner = match caption_hash {
-            Some(h) => self.caption_owner(h).await?,
-            None => None,
-        };
-        let key = key.to_string();
-        Ok(Snapshot {
-            record: Self::read_json(&self.record_path(&key))?,
-            draft: Self::read_json(&self.draft_path(&key))?,
-            caption_owner,
-        })
+        let (key, hash) = (key.to_string(), caption_hash.map(str::to_owned));
+        self.run(move |f| f.load(&key, hash.as_deref())).await
     }
 
     async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
-        if !caption_hash.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Ok(None);
-        }
-        let path = self
-            .dir
-            .join("captions")
-            .join(format!("{caption_hash}.json"));
-        Ok(Self::read_json::<serde_json::Value>(&path)?
-            .and_then(|v| v.get("key").and_then(|k| k.as_str()).map(str::to_owned)))
+        let hash = caption_hash.to_owned();
+        self.run(move |f| {
+            let _lock = f.lock(false)?;
+            f.caption_owner(&hash)
+        })
+        .await
     }
 
     async fn put_posted(
@@ -202,54 +488,9 @@ impl RecordStore for LocalStore {
         now: i64,
         draft_expires_at: i64,
     ) -> Result<PutPosted, StoreError> {
-        let bytes = serde_json::to_vec_pretty(record).map_err(|e| StoreError(e.to_string()))?;
-        let tmp = self.temp_file(&bytes)?;
-        let path = self.record_path(&record.key);
-        let linked = std::fs::hard_link(&tmp, &path);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let existing = Self::read_json::<PostedRecord>(&path)?
-                    .ok_or_else(|| StoreError(format!("{} vanished", path.display())))?;
-                return Ok(PutPosted::Exists(existing));
-            }
-            Err(e) => return Err(io("cannot create", &path, e)),
-        }
-        if let Some(h) = record
-            .caption_hash
-            .as_deref()
-            .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
-        {
-            let entry = serde_json::json!({"key": record.key, "urn": record.urn});
-            let tmp = self.temp_file(entry.to_string().as_bytes())?;
-            let path = self.dir.join("captions").join(format!("{h}.json"));
-            std::fs::rename(&tmp, &path).map_err(|e| io("cannot replace", &path, e))?;
-        }
-        let _guard = self.lock();
-        let mut draft =
-            Self::read_json::<Draft>(&self.draft_path(&record.key))?.unwrap_or_else(|| Draft {
-                key: record.key.clone(),
-                content: None,
-                status: DraftStatus::Posted,
-                attempts: 0,
-                last_error: None,
-                retryable: false,
-                next_retry_at: None,
-                pending: None,
-                reminded: false,
-                source: None,
-                created_at: now,
-                updated_at: now,
-                expires_at: None,
-            });
-        draft.status = DraftStatus::Posted;
-        draft.pending = None;
-        draft.next_retry_at = None;
-        draft.updated_at = now;
-        draft.expires_at = Some(draft_expires_at);
-        self.write_draft(&draft)?;
-        Ok(PutPosted::Created)
+        let record = record.clone();
+        self.run(move |f| f.put_posted(&record, now, draft_expires_at))
+            .await
     }
 
     async fn update_draft(
@@ -259,38 +500,17 @@ impl RecordStore for LocalStore {
         from: &[DraftStatus],
         now: i64,
     ) -> Result<bool, StoreError> {
-        let _guard = self.lock();
-        let Some(mut draft) = Self::read_json::<Draft>(&self.draft_path(&key.to_string()))? else {
-            return Ok(false);
-        };
-        if !from.is_empty() && !from.contains(&draft.status) {
-            return Ok(false);
-        }
-        apply(&mut draft, update, now);
-        self.write_draft(&draft)?;
-        Ok(true)
+        let (key, update, from) = (key.to_string(), update.clone(), from.to_vec());
+        self.run(move |f| f.update_draft(&key, &update, &from, now))
+            .await
     }
 
     async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
-        let dir = self.dir.join("drafts");
-        let entries = std::fs::read_dir(&dir).map_err(|e| io("cannot list", &dir, e))?;
-        let mut out = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(|e| io("cannot list", &dir, e))?.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                if let Some(d) = Self::read_json::<Draft>(&path)? {
-                    if statuses.contains(&d.status) {
-                        out.push(d);
-                    }
-                }
-            }
-        }
-        Ok(out)
+        let statuses = statuses.to_vec();
+        self.run(move |f| f.drafts_with_status(&statuses)).await
     }
 
     async fn check(&self) -> Result<String, StoreError> {
-        let tmp = self.temp_file(b"{}")?;
-        std::fs::remove_file(&tmp).map_err(|e| io("cannot remove", &tmp, e))?;
-        Ok(format!("local store at {} is writable", self.dir.display()))
+        self.run(Folder::check).await
     }
 }

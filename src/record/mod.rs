@@ -99,6 +99,10 @@ pub struct PendingPost {
     /// Unix seconds of the first attempt.
     pub at: i64,
     pub run: String,
+    /// Hash of the full text this request carries ([`crate::pipeline::caption_hash`]), so a
+    /// reconcile records what was sent even if the draft was edited since.
+    #[serde(default)]
+    pub caption_hash: Option<String>,
 }
 
 /// A stored draft.
@@ -187,7 +191,9 @@ pub trait RecordStore: Send + Sync {
     /// Which key already posted the caption with this hash.
     async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError>;
 
-    /// Writes the record if none exists (`attribute_not_exists(pk)`), and in the same request
+    /// Writes the record if none exists (`attribute_not_exists(pk)`) or, outside the dry-run
+    /// namespace, if the one there is a dry run's (its URN is marked, see
+    /// [`crate::publish::is_dry_run_urn`]); and in the same request
     /// marks the draft `posted`, expiring at `draft_expires_at`, and indexes the caption hash.
     async fn put_posted(
         &self,
@@ -217,7 +223,10 @@ pub trait RecordStore: Send + Sync {
 pub fn rfc3339(unix: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| unix.to_string())
 }
 

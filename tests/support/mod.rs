@@ -7,3 +7,5 @@ pub mod images;
 pub mod linkedin;
 pub mod services;
 pub mod telegram;
+pub mod tg_channel;
+pub mod x;

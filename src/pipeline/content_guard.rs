@@ -1,0 +1,100 @@
+//! The content guard: a caption already posted under another key is refused unless the owner
+//! says Post anyway. Captions are compared by a hash of their normalized text.
+
+use sha2::{Digest, Sha256};
+use unicode_normalization::UnicodeNormalization;
+
+use super::*;
+
+/// Hash of the normalized caption: NFC, whitespace collapsed and trimmed, `utm_*` and other
+/// tracking parameters removed from links.
+pub fn caption_hash(caption: &str) -> String {
+    let nfc: String = caption.nfc().collect();
+    let words: Vec<String> = nfc.split_whitespace().map(strip_tracking).collect();
+    let digest = Sha256::digest(words.join(" ").as_bytes());
+    hex::encode(digest)
+}
+
+fn strip_tracking(word: &str) -> String {
+    if !(word.starts_with("http://") || word.starts_with("https://")) {
+        return word.to_owned();
+    }
+    let Ok(mut url) = url::Url::parse(word) else {
+        return word.to_owned();
+    };
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| {
+            !(k.starts_with("utm_")
+                || matches!(k.as_ref(), "fbclid" | "gclid" | "mc_cid" | "mc_eid"))
+        })
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    url.to_string()
+}
+
+/// The text of the post: the caption, and the link on its own line unless the caption has it.
+pub fn full_text(content: &DraftContent) -> String {
+    match &content.link {
+        Some(link) if !content.caption.contains(link.as_str()) => {
+            format!("{}\n\n{link}", content.caption.trim_end())
+        }
+        _ => content.caption.clone(),
+    }
+}
+
+impl Pipeline {
+    /// Refuses a caption (normalized) that is already posted under another key, offering the
+    /// owner *Post anyway*. `hash_hint`: the hash whose owner `snapshot` was loaded with.
+    pub(super) async fn content_guard(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        content: &DraftContent,
+        snapshot: &Snapshot,
+        hash_hint: Option<&str>,
+    ) -> Option<(Outcome, Finish)> {
+        let hash = caption_hash(&full_text(content));
+        let owner = if hash_hint == Some(hash.as_str()) {
+            Ok(snapshot.caption_owner.clone())
+        } else {
+            let t = self.settings.timeouts;
+            flatten_value(dl.work(t.dynamodb, self.records.caption_owner(&hash)).await)
+        };
+        match owner {
+            Err(e) => Some((
+                failed(key, true, format!("{e}; nothing was posted")),
+                Finish::Release,
+            )),
+            Ok(Some(other)) if other != key.to_string() => {
+                let why = format!(
+                    "this caption was already posted as {other}; press Post anyway if {key} should carry it too"
+                );
+                let attempts = snapshot.draft.as_ref().map_or(0, |d| d.attempts);
+                let (mut outcome, finish) = self.fail(key, dl, why, false, attempts, None).await;
+                outcome.offer_force = true;
+                Some((outcome, finish))
+            }
+            Ok(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caption_hash_normalizes() {
+        let a = caption_hash("Hello  world\n https://x.com/p?utm_source=li&id=3 ");
+        let b = caption_hash("Hello world https://x.com/p?id=3");
+        assert_eq!(a, b);
+        assert_ne!(a, caption_hash("Hello world https://x.com/p?id=4"));
+        assert_eq!(caption_hash("Cafe\u{301}"), caption_hash("Café"));
+    }
+}

@@ -1,0 +1,140 @@
+//! The decision under the claim (DESIGN.md rule 2): the record is read while the claim is held,
+//! and only a key with no record goes on to be published, reconciled or confirmed.
+
+use super::*;
+
+impl Pipeline {
+    /// The run while it holds the claim.
+    pub(super) async fn claimed(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        progress: &Progress,
+    ) -> (Outcome, Finish) {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        if let Some(why) = fault("after-claim").await {
+            return (failed(key, true, why), Finish::Release);
+        }
+
+        let hash_hint = req.content.as_ref().map(|c| caption_hash(&full_text(c)));
+        let loaded = dl
+            .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
+            .await;
+        let snapshot = match flatten_value(loaded) {
+            Ok(s) => s,
+            Err(e) => {
+                return (
+                    failed(key, true, format!("{e}; nothing was posted")),
+                    Finish::Release,
+                )
+            }
+        };
+        let dry_record = snapshot
+            .record
+            .as_ref()
+            .is_some_and(|r| r.urn.as_deref().is_some_and(is_dry_run_urn));
+        if dry_record && !self.publisher.is_dry_run() {
+            // A dry run's record in the real namespace (an older version's): not a post.
+            tracing::warn!("ignoring a dry run's record; this real run decides without it");
+        } else if let Some(record) = snapshot.record.clone() {
+            // A draft stored again after its record (a redelivery after the draft expired)
+            // is done: mark it so the sweeper leaves it alone.
+            if snapshot
+                .draft
+                .as_ref()
+                .is_some_and(|d| d.status != DraftStatus::Posted)
+            {
+                let expires_at =
+                    now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+                let open = [
+                    DraftStatus::New,
+                    DraftStatus::Failed,
+                    DraftStatus::Unknown,
+                    DraftStatus::NeedsReview,
+                ];
+                self.note(
+                    key,
+                    dl,
+                    &DraftUpdate::Recorded { expires_at },
+                    &open,
+                    "the record",
+                )
+                .await;
+            }
+            let how = match record.source.as_str() {
+                "owner" => "confirmed by the owner",
+                _ => "recorded",
+            };
+            let outcome = Outcome::new(
+                key,
+                OutcomeKind::AlreadyPosted,
+                format!("{how} at {} by {}", record.posted_at, record.source),
+            )
+            .with_urn(record.urn);
+            return (outcome, Finish::Release);
+        }
+        if let Some(why) = fault("after-check").await {
+            return (failed(key, true, why), Finish::Release);
+        }
+
+        if req.action == Action::Done {
+            return self
+                .confirm_by_owner(req, dl, snapshot.draft.as_ref())
+                .await;
+        }
+        let content = req
+            .content
+            .clone()
+            .or_else(|| snapshot.draft.as_ref().and_then(|d| d.content.clone()));
+        let Some(content) = content else {
+            return (
+                failed(
+                    key,
+                    false,
+                    format!("no draft is stored for {key}: send it with a caption and an image (the CI webhook, or postonce post --caption … --image …)"),
+                ),
+                Finish::Release,
+            );
+        };
+        let draft = snapshot.draft.as_ref();
+        if req.action != Action::Force {
+            if let Some(refused) = self
+                .content_guard(key, dl, &content, &snapshot, hash_hint.as_deref())
+                .await
+            {
+                return refused;
+            }
+        }
+        // Only a draft that no other attempt is in flight for may take the intent (the write is
+        // conditional, so two runs that both got past a lost claim cannot both post); the
+        // owner's Post anyway, and a dry run's traces in the real draft, may be replaced.
+        let mut intent_from = vec![
+            DraftStatus::New,
+            DraftStatus::Failed,
+            DraftStatus::NeedsReview,
+        ];
+        if dry_record && !self.publisher.is_dry_run() {
+            intent_from.push(DraftStatus::Posted);
+        }
+        if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
+            let dry_attempt = d
+                .pending
+                .as_ref()
+                .is_some_and(|p| is_dry_run_urn(&p.image_urn));
+            if dry_attempt && !self.publisher.is_dry_run() {
+                // A dry run's attempt in the real draft (only an older version could leave
+                // one): nothing was sent to LinkedIn, so there is nothing to reconcile.
+                tracing::warn!("ignoring a dry run's unknown attempt on the draft");
+            } else if req.action != Action::Force {
+                return self.reconcile(req, dl, d, progress).await;
+            } else {
+                tracing::warn!("the owner chose Post anyway after an unknown outcome");
+            }
+            intent_from.push(DraftStatus::Unknown);
+        }
+        let attempts = draft.map_or(0, |d| d.attempts);
+        self.publish(req, dl, &content, attempts, progress, &intent_from)
+            .await
+    }
+}

@@ -1,0 +1,151 @@
+//! Failures after which nothing was posted: noted on the draft with the time the sweeper may
+//! retry it (capped exponential backoff with jitter), never over another attempt's `unknown`.
+
+use super::*;
+
+impl Pipeline {
+    /// Nothing was posted after the intent was written: back from `unknown` to `failed`.
+    pub(super) async fn fail_after_intent(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: String,
+        retryable: bool,
+    ) -> Outcome {
+        let (outcome, _) = self
+            .fail_from(key, dl, why, retryable, 0, None, &[DraftStatus::Unknown])
+            .await;
+        outcome
+    }
+
+    pub(super) async fn fail_publish(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        step: &str,
+        gave: Gave<PublishError>,
+        attempts: u32,
+    ) -> (Outcome, Finish) {
+        match gave {
+            Gave::Error(e) => {
+                let retry_after = match &e {
+                    PublishError::RateLimited { retry_after, .. } => *retry_after,
+                    _ => None,
+                };
+                let retryable = e.is_transient();
+                self.fail(
+                    key,
+                    dl,
+                    format!("{step}: {e}"),
+                    retryable,
+                    attempts,
+                    retry_after,
+                )
+                .await
+            }
+            Gave::Budget(b) => {
+                self.fail(key, dl, format!("{step}: {b}"), true, attempts, None)
+                    .await
+            }
+        }
+    }
+
+    /// Nothing was posted: note the failure on the draft and say so.
+    pub(super) async fn fail(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: String,
+        retryable: bool,
+        attempts: u32,
+        retry_after: Option<Duration>,
+    ) -> (Outcome, Finish) {
+        // Before this run's intent, an `unknown` draft belongs to another attempt (its result
+        // is still open): it is never overwritten from here.
+        let before_intent = [
+            DraftStatus::New,
+            DraftStatus::Failed,
+            DraftStatus::NeedsReview,
+        ];
+        self.fail_from(
+            key,
+            dl,
+            why,
+            retryable,
+            attempts,
+            retry_after,
+            &before_intent,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn fail_from(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: String,
+        retryable: bool,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        from: &[DraftStatus],
+    ) -> (Outcome, Finish) {
+        let detail = format!("{why}; nothing was posted");
+        self.mark_failed(key, dl, &detail, retryable, attempts, retry_after, from)
+            .await;
+        (failed(key, retryable, detail), Finish::Release)
+    }
+
+    /// Notes a failure on the draft (if it exists and its status is in `from`), with the time
+    /// the sweeper may retry it: capped exponential backoff with jitter, at least `retry_after`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn mark_failed(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        detail: &str,
+        retryable: bool,
+        attempts: u32,
+        retry_after: Option<Duration>,
+        from: &[DraftStatus],
+    ) {
+        let delay = backoff(
+            self.settings.retry_base,
+            attempts,
+            Duration::from_secs(6 * 3600),
+        )
+        .max(self.settings.retry_base / 2)
+        .max(retry_after.unwrap_or_default());
+        let update = DraftUpdate::Failed {
+            error: detail.to_owned(),
+            retryable,
+            next_retry_at: retryable.then(|| now_s() + i64::try_from(delay.as_secs()).unwrap_or(0)),
+        };
+        self.note(key, dl, &update, from, "the failure").await;
+    }
+
+    /// Applies a draft update as a finishing call; a failure is logged, not fatal. Returns
+    /// whether the update was applied.
+    pub(super) async fn note(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        what: &str,
+    ) -> bool {
+        let applied = dl
+            .finish(
+                self.settings.timeouts.dynamodb,
+                self.records.update_draft(key, update, from, now_s()),
+            )
+            .await;
+        match flatten_value(applied) {
+            Ok(applied) => applied,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not note {what} on the draft");
+                false
+            }
+        }
+    }
+}

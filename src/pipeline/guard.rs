@@ -1,0 +1,326 @@
+//! The claim around a run (DESIGN.md rules 1, 5 and 6): take it before anything is uploaded,
+//! release it (compare-and-delete, awaited) on every path, keep it holding the URN when the
+//! network accepted the post but the record could not be written, and a drop guard as the net.
+
+use super::*;
+
+/// What happens to the claim when a claimed run ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Finish {
+    Release,
+    /// Posted but not recorded: keep the claim, rewritten to hold this URN.
+    Keep(Option<String>),
+}
+
+/// Holds a claim until it is released or kept. If the run is dropped before it finishes
+/// (cancelled: a client hang-up in a transport that does not detach the run, a shutdown), the
+/// drop is the safety net, and it keeps rule 6: it releases the claim only while nothing can
+/// have been sent; once create-post may have been sent it leaves the claim to its TTL, and
+/// once the post is known to exist it rewrites the claim to hold the URN. Normal paths await
+/// the release or keep instead.
+pub(super) struct ClaimGuard {
+    claims: Arc<dyn ClaimStore>,
+    key: PostKey,
+    token: String,
+    progress: Arc<Progress>,
+    posted_claim_ttl: Duration,
+    armed: bool,
+}
+
+impl ClaimGuard {
+    pub(super) async fn release(mut self, dl: &Deadline, budget: Duration) {
+        self.armed = false;
+        match dl
+            .finish(budget, self.claims.release(&self.key, &self.token))
+            .await
+        {
+            Ok(Ok(true)) => tracing::debug!("claim released"),
+            Ok(Ok(false)) => {
+                tracing::warn!("claim was no longer this run's (expired and taken?); left alone")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "claim release failed; its TTL will end it"),
+            Err(e) => tracing::warn!(error = %e, "claim release failed; its TTL will end it"),
+        }
+    }
+
+    pub(super) async fn keep(mut self, dl: &Deadline, budget: Duration, urn: &str, ttl: Duration) {
+        self.armed = false;
+        match dl
+            .finish(
+                budget,
+                self.claims.keep_posted(&self.key, &self.token, urn, ttl),
+            )
+            .await
+        {
+            Ok(Ok(true)) => tracing::warn!(urn, "claim kept on purpose: it now holds the post URN"),
+            Ok(Ok(false)) => tracing::error!(urn, "could not keep the claim: another run holds it"),
+            Ok(Err(e)) => {
+                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly")
+            }
+            Err(e) => {
+                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly")
+            }
+        }
+    }
+
+    /// Leaves the claim as it is (a simulated crash before release).
+    pub(super) fn abandon(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let stage = self.progress.stage();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (claims, key, token) = (self.claims.clone(), self.key.clone(), self.token.clone());
+        match stage {
+            Stage::Claimed | Stage::Intent => {
+                handle.spawn(async move {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(5), claims.release(&key, &token))
+                            .await;
+                });
+            }
+            Stage::Sent => {
+                tracing::error!("the run was dropped while create-post was in flight; the claim stays until its TTL and the draft says unknown");
+            }
+            Stage::Created(urn) => {
+                tracing::error!(urn = ?urn, "the run was dropped after LinkedIn accepted the post; keeping the claim with the URN");
+                let ttl = self.posted_claim_ttl;
+                handle.spawn(async move {
+                    let urn = urn.unwrap_or_default();
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        claims.keep_posted(&key, &token, &urn, ttl),
+                    )
+                    .await;
+                });
+            }
+        }
+    }
+}
+
+/// How far a claimed run got: what its claim must protect if it ends abnormally.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Nothing durable written, nothing sent.
+    #[default]
+    Claimed,
+    /// The intent is written (the draft says `unknown`); create-post not sent yet.
+    Intent,
+    /// create-post may have been sent; no answer yet.
+    Sent,
+    /// The network accepted the post (with its URN, when it named one).
+    Created(Option<String>),
+}
+
+/// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6.
+#[derive(Default)]
+pub(super) struct Progress(Mutex<Stage>);
+
+impl Progress {
+    pub(super) fn set(&self, stage: Stage) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stage;
+    }
+
+    pub(super) fn created(&self, urn: Option<String>) {
+        self.set(Stage::Created(urn));
+    }
+
+    pub(super) fn stage(&self) -> Stage {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Pipeline {
+    /// Everything up to and including the claim; then [`Self::claimed`] under the claim.
+    pub(super) async fn decide(&self, req: &PostRequest, dl: &Deadline) -> Outcome {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+
+        // The draft a trigger carried is stored first, whatever happens next: nothing is lost.
+        if let Some(content) = &req.content {
+            let saved = dl
+                .work(
+                    t.dynamodb,
+                    self.records
+                        .save_draft(key, content, req.source.as_str(), now_s()),
+                )
+                .await;
+            if let Some(e) = flatten(saved) {
+                return failed(
+                    key,
+                    true,
+                    format!("could not store the draft ({e}); nothing was posted"),
+                );
+            }
+        }
+        if dl.remaining() >= self.settings.claim_ttl {
+            // A configuration error, not a bad draft: the draft is stored and waits.
+            let mut outcome = failed(
+                key,
+                false,
+                format!(
+                    "refused: this run's deadline ({}s away) would outlast the claim TTL ({}s), so the claim could expire while it posts; set POSTONCE_CLAIM_TTL_S above the function timeout. The draft is stored; nothing was posted",
+                    dl.remaining().as_secs(),
+                    self.settings.claim_ttl.as_secs()
+                ),
+            );
+            outcome.misconfigured = true;
+            return outcome;
+        }
+
+        if let Some(why) = fault("before-claim").await {
+            return failed(key, true, format!("{why}; nothing was posted"));
+        }
+        let mut acquired = self.acquire(req, dl).await;
+        if let Ok(Acquire::Held(Some(ClaimValue::Posted(urn)))) = &acquired {
+            if is_dry_run_urn(urn) && !self.publisher.is_dry_run() {
+                // A dry run's kept claim in the real namespace (only an older version could
+                // leave one): it proves nothing was posted. Drop it and claim again.
+                tracing::warn!(urn = %urn, "ignoring a dry run's kept claim; removing it");
+                let value = ClaimValue::Posted(urn.clone()).raw();
+                let _ = dl.finish(t.redis, self.claims.release(key, &value)).await;
+                acquired = self.acquire(req, dl).await;
+            }
+        }
+        let acquired = match acquired {
+            Ok(a) => a,
+            Err(e) => {
+                // A SET whose answer was lost may have landed: take back our own claim, if any.
+                let _ = dl
+                    .finish(t.redis, self.claims.release(key, &req.run_id))
+                    .await;
+                let detail =
+                    format!("{e}; nothing was uploaded or posted (no post without a claim)");
+                self.mark_failed(
+                    key,
+                    dl,
+                    &detail,
+                    true,
+                    0,
+                    None,
+                    &[DraftStatus::New, DraftStatus::Failed],
+                )
+                .await;
+                return failed(key, true, detail);
+            }
+        };
+        match acquired {
+            Acquire::Acquired => {}
+            Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => {}
+            Acquire::Held(Some(ClaimValue::Posted(urn)))
+                if self.publisher.is_dry_run() || !is_dry_run_urn(&urn) =>
+            {
+                return self.repair(req, dl, urn).await
+            }
+            Acquire::Held(_) => {
+                return Outcome::new(
+                    key,
+                    OutcomeKind::BeingPosted,
+                    "another run holds the claim and is posting this draft now; nothing was done",
+                )
+                .retryable(true)
+            }
+        }
+
+        let progress = Arc::new(Progress::default());
+        let guard = ClaimGuard {
+            claims: self.claims.clone(),
+            key: key.clone(),
+            token: req.run_id.clone(),
+            progress: progress.clone(),
+            posted_claim_ttl: self.settings.posted_claim_ttl,
+            armed: true,
+        };
+        let (outcome, finish) = match AssertUnwindSafe(self.claimed(req, dl, &progress))
+            .catch_unwind()
+            .await
+        {
+            Ok(done) => done,
+            Err(panic) => {
+                let why = panic_text(panic.as_ref());
+                tracing::error!(panic = %why, "the run panicked while holding the claim");
+                self.after_panic(key, dl, &why, progress.stage()).await
+            }
+        };
+        if fault("before-release").await.is_some() {
+            // Simulates a process that dies before releasing: the claim stays until its TTL.
+            guard.abandon();
+            return outcome;
+        }
+        match finish {
+            Finish::Release => guard.release(dl, t.redis).await,
+            Finish::Keep(urn) => {
+                guard
+                    .keep(
+                        dl,
+                        t.redis,
+                        urn.as_deref().unwrap_or(""),
+                        self.settings.posted_claim_ttl,
+                    )
+                    .await;
+            }
+        }
+        outcome
+    }
+
+    /// `SET NX` until it answers, within the Redis budget: a dropped connection is reconnected
+    /// and the command sent again. Repeating is safe: if a lost answer had set the claim, the
+    /// next try finds this run's own token, which counts as acquired.
+    async fn acquire(&self, req: &PostRequest, dl: &Deadline) -> Result<Acquire, String> {
+        let t = self.settings.timeouts;
+        let mut last = None;
+        let tries = retry_within(
+            || {
+                self.claims
+                    .acquire(&req.key, &req.run_id, self.settings.claim_ttl)
+            },
+            &mut last,
+        );
+        match dl.work(t.redis, tries).await {
+            Ok(a) => Ok(a),
+            Err(b) => Err(match last {
+                Some(e) => format!("{e} (and {b})"),
+                None => format!("claim store unavailable: {b}"),
+            }),
+        }
+    }
+
+    /// What a panic under the claim means, by how far the run got.
+    async fn after_panic(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        why: &str,
+        stage: Stage,
+    ) -> (Outcome, Finish) {
+        match stage {
+            Stage::Created(urn) => (
+                Outcome::new(
+                    key,
+                    OutcomeKind::PostedNotRecorded,
+                    format!("LinkedIn accepted the post, then the run failed ({why}); the claim keeps the URN"),
+                )
+                .with_urn(urn.clone()),
+                Finish::Keep(urn),
+            ),
+            // The intent says `unknown` on the draft: whether create-post left is not known
+            // for certain, so the owner and later runs treat it as ambiguous (rule 7).
+            Stage::Intent | Stage::Sent => (
+                self.ambiguous(key, dl, format!("the run failed ({why}) after its attempt was recorded")).await,
+                Finish::Release,
+            ),
+            Stage::Claimed => (
+                failed(key, true, format!("internal error ({why}); nothing was posted")),
+                Finish::Release,
+            ),
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Repair (DESIGN.md rule 6): a claim that holds a URN means the post exists but its record
+//! may not; the record is written from it, then the claim is dropped.
+
+use super::*;
+
+impl Pipeline {
+    /// A claim that holds a URN: write the record from it, then drop the claim.
+    pub(super) async fn repair(&self, req: &PostRequest, dl: &Deadline, urn: String) -> Outcome {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        let urn = (!urn.is_empty()).then_some(urn);
+        let (record, now, expires) = self.new_record(req, urn.clone(), "repair", None);
+        match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {
+            Ok(written) => {
+                let value = ClaimValue::Posted(urn.clone().unwrap_or_default()).raw();
+                if let Err(e) = flatten_value(dl.finish(t.redis, self.claims.release(key, &value)).await) {
+                    tracing::warn!(error = %e, "record repaired; the kept claim stays until its TTL");
+                }
+                let detail = match written {
+                    PutPosted::Created => "the record was missing; repaired it from the kept claim",
+                    PutPosted::Exists(other) if urn.is_some() && other.urn.is_some() && other.urn != urn => {
+                        tracing::error!(
+                            kept_urn = ?urn,
+                            recorded_urn = ?other.urn,
+                            "DUPLICATE POST: the kept claim and the record name different posts"
+                        );
+                        "recorded, but under a different post than the kept claim: one of them is a duplicate"
+                    }
+                    PutPosted::Exists(_) => "recorded",
+                };
+                tracing::warn!(urn = ?urn, "{detail}");
+                Outcome::new(key, OutcomeKind::AlreadyPosted, detail).with_urn(urn)
+            }
+            Err(e) => Outcome::new(
+                key,
+                OutcomeKind::PostedNotRecorded,
+                format!("on LinkedIn, and the record still cannot be written ({e}); the claim keeps the URN. Retry later"),
+            )
+            .with_urn(urn),
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! The sweeper: re-drives failed and stuck drafts through the same run, and makes sure the
+//! owner is told about every draft that needs a person. A draft counts as told only once the
+//! message was delivered; until then every sweep tries again.
+
+use serde::Serialize;
+
+use super::*;
+
+/// A draft that waits for a person, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    pub key: String,
+    pub status: &'static str,
+    /// What the owner is asked to do.
+    pub reason: String,
+    pub last_error: Option<String>,
+    /// Whether the owner has been told (a message was delivered).
+    pub owner_told: bool,
+    /// Unix seconds of the last change.
+    pub since: i64,
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SweepReport {
+    pub examined: usize,
+    pub runs: Vec<Outcome>,
+    /// Marked `needs_review` by this sweep.
+    pub needs_review: Vec<String>,
+    /// Told about by this sweep (delivered).
+    pub reminded: Vec<String>,
+    /// Whose message could not be delivered; tried again next sweep.
+    pub undelivered: Vec<String>,
+    /// Due, but left for a later sweep: too little time left in this one.
+    pub left_for_later: usize,
+    /// Every draft that waits for a person after this sweep.
+    pub waiting: Vec<Waiting>,
+}
+
+/// The statuses a draft can wait for a person in.
+const OPEN: [DraftStatus; 4] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::Unknown,
+    DraftStatus::NeedsReview,
+];
+
+impl Pipeline {
+    /// A message that is not a run's outcome (sweeper reminders). `true` once delivered.
+    pub async fn tell(&self, text: &str, outcome: &Outcome, dl: &Deadline) -> bool {
+        match flatten(
+            dl.finish(
+                self.settings.timeouts.telegram,
+                self.notifier.tell(text, outcome),
+            )
+            .await,
+        ) {
+            None => true,
+            Some(e) => {
+                tracing::warn!(error = %e, "could not tell the owner; the next sweep tries again");
+                false
+            }
+        }
+    }
+
+    /// How long a sweep needs to have left to start one more run: the image budget and two
+    /// LinkedIn budgets (the upload steps, then create-post, which is sent only with its full
+    /// budget). The claim and record calls take milliseconds; the deadline's reserve covers
+    /// recording, release and the report.
+    fn run_need(&self) -> Duration {
+        let t = self.settings.timeouts;
+        t.image + t.linkedin * 2
+    }
+
+    /// Why `draft` waits for a person at `now`, if it does.
+    fn waits_for_person(&self, draft: &Draft, now: i64) -> Option<String> {
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        match draft.status {
+            DraftStatus::NeedsReview => Some(format!(
+                "gave up after {} attempts: fix the cause, then press Retry",
+                draft.attempts
+            )),
+            DraftStatus::Failed if !draft.retryable => {
+                Some("refused for good: fix the draft or the setting, then press Retry".into())
+            }
+            DraftStatus::Unknown => {
+                let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
+                (now - at > secs(self.settings.reconcile_window)).then(|| {
+                    "may or may not be on LinkedIn, too late to find out automatically: press It's on LinkedIn or Post anyway".to_owned()
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn waiting_entry(&self, draft: &Draft, now: i64) -> Option<Waiting> {
+        self.waits_for_person(draft, now).map(|reason| Waiting {
+            key: draft.key.clone(),
+            status: draft.status.as_str(),
+            reason,
+            last_error: draft.last_error.clone(),
+            owner_told: draft.reminded,
+            since: draft.updated_at,
+        })
+    }
+
+    /// Every draft that is not done.
+    async fn open_drafts(&self, dl: &Deadline) -> Result<Vec<Draft>, String> {
+        let t = self.settings.timeouts;
+        flatten_value(
+            dl.work(t.dynamodb, self.records.drafts_with_status(&OPEN))
+                .await,
+        )
+    }
+
+    /// Every draft that waits for a person (`postonce status --all`), oldest first.
+    ///
+    /// # Errors
+    /// When the drafts cannot be listed.
+    pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
+        let drafts = self.open_drafts(dl).await?;
+        let now = now_s();
+        let mut waiting: Vec<Waiting> = drafts
+            .iter()
+            .filter_map(|d| self.waiting_entry(d, now))
+            .collect();
+        waiting.sort_by_key(|w| (w.since, w.key.clone()));
+        Ok(waiting)
+    }
+
+    /// The sweeper: re-runs retryable failed drafts whose time has come, drafts whose run never
+    /// finished, and `unknown` drafts past the quiet period and within the window (reconcile);
+    /// marks drafts out of attempts `needs_review`; tells the owner of every draft that waits
+    /// for a person until the message is delivered. It posts only through [`Self::run`], so a
+    /// draft with a record is never posted again.
+    ///
+    /// # Errors
+    /// When the drafts cannot be listed.
+    pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
+        let drafts = self.open_drafts(dl).await?;
+        let now = now_s();
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        // A `new` draft untouched for a claim TTL has no live run: its trigger died.
+        let stale = secs(self.settings.claim_ttl);
+        let window = secs(self.settings.reconcile_window);
+        let quiet = secs(self.settings.reconcile_after);
+        let need = self.run_need();
+        let mut report = SweepReport::default();
+        for draft in drafts {
+            let Ok(key) = PostKey::parse(&draft.key) else {
+                tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
+                continue;
+            };
+            report.examined += 1;
+            let due = match draft.status {
+                DraftStatus::Failed if draft.retryable => {
+                    draft.next_retry_at.is_none_or(|at| at <= now)
+                }
+                DraftStatus::New => now - draft.updated_at > stale,
+                DraftStatus::Unknown => {
+                    let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
+                    // Before the quiet period the attempt may still be in flight; past the
+                    // window only the owner can tell. In between: reconcile now (or repair
+                    // from a kept claim). A run still in flight holds the claim.
+                    now - at > quiet && now - at <= window
+                }
+                _ => false,
+            };
+            if due
+                && draft.status == DraftStatus::Failed
+                && draft.attempts >= self.settings.max_attempts
+            {
+                let update = DraftUpdate::NeedsReview {
+                    error: draft.last_error.clone().unwrap_or_default(),
+                };
+                if self
+                    .note(&key, dl, &update, &[DraftStatus::Failed], "needs_review")
+                    .await
+                {
+                    report.needs_review.push(key.to_string());
+                    let mut marked = draft.clone();
+                    marked.status = DraftStatus::NeedsReview;
+                    marked.reminded = false;
+                    marked.updated_at = now;
+                    self.tell_if_waiting(&key, dl, &marked, now, &mut report)
+                        .await;
+                }
+                continue;
+            }
+            if !due {
+                self.tell_if_waiting(&key, dl, &draft, now, &mut report)
+                    .await;
+                continue;
+            }
+            // Leave the rest for the next sweep rather than start a run that cannot finish.
+            if dl.for_work(need) != Some(need) {
+                report.left_for_later += 1;
+                continue;
+            }
+            let request = PostRequest {
+                key,
+                content: None,
+                action: Action::Post,
+                source: Source::Sweep,
+                run_id: new_run_id(),
+                reply_to: None,
+            };
+            report.runs.push(self.run(request, *dl).await);
+        }
+        // What still waits for a person after this sweep, as stored now.
+        match self.waiting(dl).await {
+            Ok(waiting) => report.waiting = waiting,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the drafts that wait for a person")
+            }
+        }
+        Ok(report)
+    }
+
+    /// Tells the owner about a draft that waits for a person and has not been told yet; marks
+    /// it told only once the message was delivered.
+    async fn tell_if_waiting(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        draft: &Draft,
+        now: i64,
+        report: &mut SweepReport,
+    ) {
+        if draft.reminded {
+            return;
+        }
+        let Some(reason) = self.waits_for_person(draft, now) else {
+            return;
+        };
+        let (outcome, text) = match draft.status {
+            DraftStatus::Unknown => (
+                Outcome::new(
+                    key,
+                    OutcomeKind::Unknown,
+                    draft.last_error.clone().unwrap_or_default(),
+                ),
+                format!("Reminder: {key} {reason}."),
+            ),
+            _ => (
+                failed(key, false, draft.last_error.clone().unwrap_or_default()),
+                format!("{key} needs you: it {reason}."),
+            ),
+        };
+        if !self.tell(&text, &outcome, dl).await {
+            report.undelivered.push(key.to_string());
+            return;
+        }
+        report.reminded.push(key.to_string());
+        self.note(
+            key,
+            dl,
+            &DraftUpdate::Reminded,
+            &[draft.status],
+            "that the owner was told (the owner may be told again)",
+        )
+        .await;
+    }
+}

@@ -1,0 +1,203 @@
+//! The per-network adapter shape for the Targets work (DESIGN.md "Targets"; issue 9): one
+//! trait every network implements, with what the network can do for exactly-once described in
+//! [`Capabilities`] and every failure described, never decided, in [`PostError`]. The pipeline
+//! alone decides what happens next (retry, ask the owner, record). Not wired into the pipeline
+//! yet: LinkedIn still goes through [`super::Publisher`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A network a draft can go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    Linkedin,
+    X,
+    Telegram,
+    Mastodon,
+    Bluesky,
+}
+
+impl Network {
+    pub const ALL: [Self; 5] = [
+        Self::Linkedin,
+        Self::X,
+        Self::Telegram,
+        Self::Mastodon,
+        Self::Bluesky,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Linkedin => "linkedin",
+            Self::X => "x",
+            Self::Telegram => "telegram",
+            Self::Mastodon => "mastodon",
+            Self::Bluesky => "bluesky",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|n| n.as_str() == s)
+    }
+}
+
+/// What a network offers for exactly-once. Every flag defaults to "can't", so a new adapter
+/// claims only what it was shown to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The server remembers an idempotency key for this long (Mastodon: 1 h).
+    pub idempotency_key: Option<Duration>,
+    /// The client chooses the post's id, and an identical write there is a no-op (Bluesky).
+    pub client_chosen_id: bool,
+    /// A repeated create is refused, naming the existing post (LinkedIn).
+    pub duplicate_names_post: bool,
+    /// A repeated create is refused without naming the post (X).
+    pub duplicate_without_id: bool,
+    /// The account's recent posts can be read back to look for the text (X, Mastodon).
+    pub reads_back: bool,
+}
+
+/// The cover image as fetched and checked (origin, size, type) by the pipeline.
+#[derive(Debug, Clone)]
+pub struct Media {
+    pub bytes: Bytes,
+    /// `image/png`, `image/jpeg`, `image/gif`.
+    pub content_type: &'static str,
+    pub alt: Option<String>,
+}
+
+/// An uploaded image as the network names it (X's media id, Mastodon's attachment id, a
+/// Bluesky blob object, ...), or, for a network whose create carries the bytes (Telegram's
+/// sendPhoto), a description of them (content type, size, SHA-256) that `create` checks the
+/// [`Media`] it is given against. Stored in the intent, so it must serialize; never the bytes
+/// (an intent is a DynamoDB item, at most 400 KB).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef(pub serde_json::Value);
+
+/// The exact create request, built before the intent is written so that it can be stored
+/// and replayed byte for byte (with the idempotency key or record key it carries).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedPost {
+    /// The network's request body as the adapter will send it.
+    pub body: serde_json::Value,
+    /// The text as posted (after any markup), to look the post up by.
+    pub text: String,
+    /// An idempotency key or client-chosen record key, when the network takes one.
+    pub key: Option<String>,
+}
+
+/// A post that exists on its network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Created {
+    /// The network's id (`urn:li:share:…`, a tweet id, a message id, a status id, an at-uri);
+    /// `None` when the network proved the post exists without naming it (X's 403 duplicate).
+    pub id: Option<String>,
+    /// The public URL, when it can be built.
+    pub url: Option<String>,
+}
+
+/// What went wrong, described by what it means for the post. The adapter never decides
+/// whether to retry; [`PostError::may_exist`] and [`PostError::is_transient`] only describe.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// The request never reached the network (connect refused, DNS): nothing happened.
+    #[error("{network} could not be reached: {message}")]
+    NotSent {
+        network: &'static str,
+        message: String,
+    },
+    /// A quota is used up (429); nothing was posted.
+    #[error("{network} rate limit: {message}")]
+    RateLimited {
+        network: &'static str,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// Refused in a way retrying will not fix (401, 403, 4xx). `message` names the fix.
+    #[error("{network} refused ({status}): {message}")]
+    Rejected {
+        network: &'static str,
+        status: u16,
+        message: String,
+    },
+    /// The post already exists (a duplicate answer); `existing.id` when the network named it.
+    #[error("{network} already has this post")]
+    AlreadyExists {
+        network: &'static str,
+        existing: Created,
+    },
+    /// The request was sent and no clear answer came back (timeout after sending, 5xx, a
+    /// broken exchange): the post may exist.
+    #[error(
+        "{network}: no clear answer after the request was sent ({message}); the post may exist"
+    )]
+    InDoubt {
+        network: &'static str,
+        message: String,
+    },
+    /// Reading back is not allowed for this account (API tier, scope).
+    #[error("{network} does not let this account read its posts back: {message}")]
+    ReadRefused {
+        network: &'static str,
+        message: String,
+    },
+}
+
+impl PostError {
+    /// Whether repeating a call that is safe to repeat (an upload, a read) may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::NotSent { .. } | Self::RateLimited { .. } | Self::InDoubt { .. }
+        )
+    }
+
+    /// Whether a create that failed this way may nevertheless have created the post.
+    pub fn may_exist(&self) -> bool {
+        matches!(self, Self::InDoubt { .. })
+    }
+}
+
+/// One network's adapter: it carries out calls and describes their results; it holds no
+/// policy. Upload and reads are safe to repeat; `create` is sent once per decision of the
+/// pipeline.
+#[async_trait]
+pub trait NetworkAdapter: Send + Sync {
+    fn network(&self) -> Network;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// True when nothing is really sent (no credentials configured).
+    fn is_dry_run(&self) -> bool;
+
+    /// The most characters (counted this network's way) a post's text may have.
+    fn max_text(&self) -> usize;
+
+    /// The length of `text` counted this network's way (X: weighted, URLs as 23; Bluesky:
+    /// graphemes; Telegram: UTF-16 units; LinkedIn: characters).
+    fn text_len(&self, text: &str) -> usize;
+
+    /// Uploads the image (safe to repeat).
+    async fn upload(&self, media: &Media) -> Result<MediaRef, PostError>;
+
+    /// Builds the exact create request for `text` and `media`. `idempotency` is a key derived
+    /// by the pipeline from the draft's key and target, for networks that take one.
+    fn prepare(&self, text: &str, media: &MediaRef, idempotency: &str) -> PreparedPost;
+
+    /// Sends the create request once. `media` is the image as fetched for this attempt (the
+    /// one `post` was prepared from): a network whose create carries the bytes (Telegram's
+    /// sendPhoto) sends them, after checking them against the [`MediaRef`] in `post`; the
+    /// others ignore it.
+    async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError>;
+
+    /// Looks for `post` among the account's recent posts (exact text). `Ok(None)`: not found.
+    /// `since` is the attempt's time in Unix seconds: older posts need not be read.
+    async fn find(&self, post: &PreparedPost, since: i64) -> Result<Option<Created>, PostError>;
+
+    /// One harmless read that proves the credentials work (doctor).
+    async fn check(&self) -> Result<String, PostError>;
+}
