@@ -189,9 +189,11 @@ impl Env {
         }
     }
 
-    /// Waits out `key`'s quiet period: from now on a run may re-send its pending attempt.
+    /// Waits out `key`'s quiet period: from now on a run may re-send its pending attempt. (The
+    /// pipeline counts whole seconds and re-sends only once the age *exceeds* the period.)
     pub async fn wait_out_quiet_period(&self, key: &PostKey) {
-        self.wait_until_attempt_is(key, self.quiet_period()).await;
+        self.wait_until_attempt_is(key, self.quiet_period() + std::time::Duration::from_secs(1))
+            .await;
     }
 
     pub fn request(&self, key: &PostKey, content: Option<DraftContent>) -> PostRequest {
