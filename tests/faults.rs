@@ -401,14 +401,14 @@ async fn a_lost_claim_still_cannot_lead_to_a_second_post() {
 }
 
 /// A claim lost **after** the intent, while run A's create-post is still being processed at
-/// LinkedIn (racy fake, processing 2.5 s): Redis is emptied, and run B gets the claim. B finds
-/// the draft `unknown` with A's attempt younger than the quiet period, so it sends nothing and
-/// answers unknown (retryable); A's create-post then answers and A records it. 1 create-post,
-/// 1 post.
+/// LinkedIn (racy fake, processing 2.5 s): the claim is deleted, or Redis restarts empty, and
+/// run B gets the claim. B finds the draft `unknown` with A's attempt younger than the quiet
+/// period, so it sends nothing and answers unknown (retryable); A's create-post then answers and
+/// A records it. Per way of losing the claim: 1 create-post, 1 post.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post() {
     let _turn = TURN.lock().await;
-    let env = Env::with(
+    let mut env = Env::with(
         support::env::Stores::Real,
         &[("POSTONCE_LINKEDIN_TIMEOUT_MS", "4000")],
     )
@@ -417,57 +417,65 @@ async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post
         processing: Duration::from_millis(2500),
         window: None,
     });
-    let key = env.key();
-    let a = {
-        let app = env.app.clone();
-        let req = env.request(&key, Some(env.announcement(&key)));
-        let dl = env.deadline();
-        tokio::spawn(async move { app.pipeline.run(req, dl).await })
-    };
-    let begun = std::time::Instant::now();
-    while env.linkedin.create_requests() == 0 {
-        assert!(
-            begun.elapsed() < Duration::from_secs(10),
-            "A never sent create-post"
+    for how in ["the claim deleted", "Redis restarted empty"] {
+        let key = env.key();
+        let creates_before = env.linkedin.create_requests();
+        let a = {
+            let app = env.app.clone();
+            let req = env.request(&key, Some(env.announcement(&key)));
+            let dl = env.deadline();
+            tokio::spawn(async move { app.pipeline.run(req, dl).await })
+        };
+        let begun = std::time::Instant::now();
+        while env.linkedin.create_requests() == creates_before {
+            assert!(
+                begun.elapsed() < Duration::from_secs(10),
+                "A never sent create-post"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // A's create-post is at LinkedIn now, its post not yet visible to the duplicate check.
+        assert!(claim_exists(&env, &key), "A holds the claim");
+        if how == "the claim deleted" {
+            env.redis().cli(&["DEL", &format!("claim:{key}")]);
+        } else {
+            env.redis.as_mut().expect("redis-server").restart();
+        }
+        assert!(!claim_exists(&env, &key), "the claim is lost");
+        let b_started = std::time::Instant::now();
+        let b = env.retry(&key).await;
+        let b_creates = env.linkedin.create_requests() - creates_before;
+        let a = a.await.expect("run a");
+        let c = env.retry(&key).await;
+        let creates = env.linkedin.create_requests() - creates_before;
+        let posts = env.linkedin.posts_containing(key.slug());
+        let a_post_visible = posts.first().map(|p| p.visible).expect("A's post");
+        println!(
+            "lost claim while create-post is in flight, {how} (LinkedIn duplicate check RACY, 2.5 s processing): B started {:?} before A's post existed; B {:?} (retryable {}), create-post requests after B {b_creates}; A {:?}; C {:?}; create-post requests {creates}, posts {}",
+            a_post_visible.saturating_duration_since(b_started),
+            b.outcome,
+            b.retryable,
+            a.outcome,
+            c.outcome,
+            posts.len()
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(
+            b_started < a_post_visible,
+            "{how}: B ran while A's create-post was still being processed"
+        );
+        assert_eq!(
+            (b_creates, posts.len()),
+            (1, 1),
+            "{how}: B sent no create-post; one post"
+        );
+        assert_eq!(
+            (b.outcome, b.retryable),
+            (OutcomeKind::Unknown, true),
+            "{how}: {b:?}"
+        );
+        assert_eq!(a.outcome, OutcomeKind::Posted, "{how}: {a:?}");
+        assert_eq!(c.outcome, OutcomeKind::AlreadyPosted, "{how}: {c:?}");
+        assert_eq!(creates, 1, "{how}");
+        assert_eq!(a.urn.as_deref(), Some(posts[0].urn.as_str()), "{how}");
     }
-    // A's create-post is at LinkedIn now, its post not yet visible to the duplicate check.
-    assert!(claim_exists(&env, &key), "A holds the claim");
-    env.redis().cli(&["FLUSHALL"]);
-    let b_started = std::time::Instant::now();
-    let b = env.retry(&key).await;
-    let b_creates = env.linkedin.create_requests();
-    let a = a.await.expect("run a");
-    let c = env.retry(&key).await;
-    let posts = env.linkedin.posts_containing(key.slug());
-    let a_post_visible = posts.first().map(|p| p.visible).expect("A's post");
-    println!(
-        "lost claim while create-post is in flight (LinkedIn duplicate check RACY, 2.5 s processing): B started {:?} before A's post existed; B {:?} (retryable {}), create-post requests after B {b_creates}; A {:?}; C {:?}; create-post requests {}, posts {}",
-        a_post_visible.saturating_duration_since(b_started),
-        b.outcome,
-        b.retryable,
-        a.outcome,
-        c.outcome,
-        env.linkedin.create_requests(),
-        posts.len()
-    );
-    assert!(
-        b_started < a_post_visible,
-        "B ran while A's create-post was still being processed"
-    );
-    assert_eq!(
-        (b_creates, posts.len()),
-        (1, 1),
-        "B sent no create-post; one post"
-    );
-    assert_eq!(
-        (b.outcome, b.retryable),
-        (OutcomeKind::Unknown, true),
-        "{b:?}"
-    );
-    assert_eq!(a.outcome, OutcomeKind::Posted, "{a:?}");
-    assert_eq!(c.outcome, OutcomeKind::AlreadyPosted, "{c:?}");
-    assert_eq!(env.linkedin.create_requests(), 1);
-    assert_eq!(a.urn.as_deref(), Some(posts[0].urn.as_str()));
 }
