@@ -150,6 +150,52 @@ impl Env {
         }
     }
 
+    /// A draft the way CI sends one in real use: a caption with hashtags, some little-text
+    /// reserved characters and the key's own title, and a link with a tracking parameter. Each
+    /// key gets its own text (the content guard refuses one caption under two keys), and every
+    /// commentary carries the key's slug, so posts can be counted per key at the fake
+    /// ([`super::linkedin::LinkedInFake::posts_containing`]).
+    pub fn announcement(&self, key: &PostKey) -> DraftContent {
+        let (caption, link) = announcement(key);
+        DraftContent {
+            caption,
+            image: self.images.url("/cover.png"),
+            link: Some(link),
+            alt: Some("Cover: a gradient with the post's title".into()),
+        }
+    }
+
+    /// How long the pipeline leaves an ambiguous attempt alone (`POSTONCE_RECONCILE_AFTER_S`).
+    pub fn quiet_period(&self) -> std::time::Duration {
+        self.app.config.reconcile_after
+    }
+
+    /// Waits until `key`'s pending attempt is at least `age` old as the pipeline measures it
+    /// (whole seconds since the intent was written), so that a run may reconcile it (`age` =
+    /// the quiet period) or must ask the owner (`age` = past the window). Panics if the draft
+    /// has no pending attempt.
+    pub async fn wait_until_attempt_is(&self, key: &PostKey, age: std::time::Duration) {
+        let at = self
+            .status(key)
+            .await
+            .snapshot
+            .draft
+            .and_then(|d| d.pending)
+            .map(|p| p.at)
+            .unwrap_or_else(|| panic!("{key} has no pending attempt to wait for"));
+        let age = i64::try_from(age.as_secs()).expect("age in seconds");
+        while postonce::record::now_s() - at < age {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits out `key`'s quiet period: from now on a run may re-send its pending attempt. (The
+    /// pipeline counts whole seconds and re-sends only once the age *exceeds* the period.)
+    pub async fn wait_out_quiet_period(&self, key: &PostKey) {
+        self.wait_until_attempt_is(key, self.quiet_period() + std::time::Duration::from_secs(1))
+            .await;
+    }
+
     pub fn request(&self, key: &PostKey, content: Option<DraftContent>) -> PostRequest {
         PostRequest {
             key: key.clone(),
@@ -209,6 +255,20 @@ impl Env {
             .await
             .expect("status readable")
     }
+}
+
+/// The caption and link of a real-use draft for `key` (see [`Env::announcement`]).
+pub fn announcement(key: &PostKey) -> (String, String) {
+    let title = key.slug().replace('-', " ");
+    let caption = format!(
+        "New on the blog: \"{title}\" (notes from shipping it, part 2) #rust #serverless\n\nWhat broke, what held, and the one thing we'd do again -> {key}"
+    );
+    let link = format!(
+        "https://blog.example.com/{}/{}?utm_source=ci&utm_medium=linkedin",
+        key.kind(),
+        key.slug()
+    );
+    (caption, link)
 }
 
 /// Sends every test process's logs to `target/tmp/postonce-test-logs/`, where scripts/test.sh

@@ -69,6 +69,8 @@ struct State {
     next: u64,
     posts: Vec<Post>,
     create_requests: u64,
+    /// Create-posts answered 422 DUPLICATE_POST.
+    duplicate_answers: u64,
     init_requests: u64,
     uploads: u64,
     create_mode: Option<Mode>,
@@ -76,7 +78,7 @@ struct State {
     upload_mode: Option<Mode>,
     last_create_body: Value,
     bad_headers: u64,
-    /// Added to every answer (to widen crash windows).
+    /// Added to every answer's own delay (to widen crash windows).
     delay: Duration,
 }
 
@@ -87,6 +89,7 @@ impl Default for State {
             next: 0,
             posts: Vec::new(),
             create_requests: 0,
+            duplicate_answers: 0,
             init_requests: 0,
             uploads: 0,
             create_mode: None,
@@ -140,20 +143,31 @@ fn header<'a>(req: &'a Request, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// An answer and how long after the request it is given.
+type Answer = (ResponseTemplate, Duration);
+
+fn now_answer(t: ResponseTemplate) -> Answer {
+    (t, Duration::ZERO)
+}
+
 /// Applies a fault mode; `None` means "answer normally".
-fn fault(mode: &mut Option<Mode>) -> Option<ResponseTemplate> {
+fn fault(mode: &mut Option<Mode>) -> Option<Answer> {
     match mode.unwrap_or(Mode::Normal) {
         Mode::Normal | Mode::AcceptThenHang(_) => None,
-        Mode::Status(s) => Some(ResponseTemplate::new(s).set_body_json(error_body(s))),
+        Mode::Status(s) => Some(now_answer(
+            ResponseTemplate::new(s).set_body_json(error_body(s)),
+        )),
         Mode::StatusTimes(s, n) => {
             *mode = if n <= 1 {
                 Some(Mode::Normal)
             } else {
                 Some(Mode::StatusTimes(s, n - 1))
             };
-            Some(ResponseTemplate::new(s).set_body_json(error_body(s)))
+            Some(now_answer(
+                ResponseTemplate::new(s).set_body_json(error_body(s)),
+            ))
         }
-        Mode::Hang(d) => Some(ResponseTemplate::new(500).set_delay(d)),
+        Mode::Hang(d) => Some((ResponseTemplate::new(500), d)),
     }
 }
 
@@ -189,24 +203,27 @@ impl Api {
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let delay = self.state.lock().unwrap_or_else(|p| p.into_inner()).delay;
-        let answer = self.answer(req);
-        if delay.is_zero() {
+        // The extra delay adds to the answer's own (a fault's hang, LinkedIn's processing), so
+        // that a slowed fake can never answer 201 before its post exists.
+        let (answer, own) = self.answer(req);
+        let total = own + delay;
+        if total.is_zero() {
             answer
         } else {
-            answer.set_delay(delay)
+            answer.set_delay(total)
         }
     }
 }
 
 impl Api {
-    fn answer(&self, req: &Request) -> ResponseTemplate {
+    fn answer(&self, req: &Request) -> Answer {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match self.route {
             Route::Init => {
                 st.init_requests += 1;
                 if !self.headers_ok(req, true) {
                     st.bad_headers += 1;
-                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
                 }
                 if let Some(r) = fault(&mut st.init_mode) {
                     return r;
@@ -219,33 +236,35 @@ impl Api {
                 if !(owner.starts_with("urn:li:person:")
                     || owner.starts_with("urn:li:organization:"))
                 {
-                    return ResponseTemplate::new(422)
-                        .set_body_json(json!({"message": "owner is invalid", "status": 422}));
+                    return now_answer(
+                        ResponseTemplate::new(422)
+                            .set_body_json(json!({"message": "owner is invalid", "status": 422})),
+                    );
                 }
                 st.next += 1;
                 let n = st.next;
-                ResponseTemplate::new(200).set_body_json(json!({"value": {
+                now_answer(ResponseTemplate::new(200).set_body_json(json!({"value": {
                     "uploadUrlExpiresAt": 1_900_000_000_000u64,
                     "uploadUrl": format!("{}/upload/{n}", self.base),
                     "image": format!("urn:li:image:C4E{n}")
-                }}))
+                }})))
             }
             Route::Upload => {
                 if !self.headers_ok(req, false) {
                     st.bad_headers += 1;
-                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
                 }
                 if let Some(r) = fault(&mut st.upload_mode) {
                     return r;
                 }
                 st.uploads += 1;
-                ResponseTemplate::new(201)
+                now_answer(ResponseTemplate::new(201))
             }
             Route::Create => {
                 st.create_requests += 1;
                 if !self.headers_ok(req, true) {
                     st.bad_headers += 1;
-                    return ResponseTemplate::new(401).set_body_json(error_body(401));
+                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
                 }
                 let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
                 st.last_create_body = body.clone();
@@ -273,22 +292,30 @@ impl Api {
                     && image.starts_with("urn:li:image:")
                     && !commentary.is_empty();
                 if !well_formed {
-                    return ResponseTemplate::new(422)
-                        .set_body_json(json!({"message": "malformed post", "status": 422}));
+                    return now_answer(
+                        ResponseTemplate::new(422)
+                            .set_body_json(json!({"message": "malformed post", "status": 422})),
+                    );
                 }
                 let now = Instant::now();
                 let processing = match st.duplicate_check {
                     DuplicateCheck::Off => Duration::ZERO,
                     DuplicateCheck::Racy { processing, window } => {
                         // Only posts that exist already, and are inside the window, are seen.
-                        let seen = st.posts.iter().find(|p| {
-                            p.commentary == commentary
-                                && p.visible <= now
-                                && window.is_none_or(|w| now.duration_since(p.visible) <= w)
-                        });
+                        let seen = st
+                            .posts
+                            .iter()
+                            .find(|p| {
+                                p.commentary == commentary
+                                    && p.visible <= now
+                                    && window.is_none_or(|w| now.duration_since(p.visible) <= w)
+                            })
+                            .map(|p| p.urn.clone());
                         if let Some(existing) = seen {
-                            return ResponseTemplate::new(422)
-                                .set_body_json(duplicate_body(&existing.urn));
+                            st.duplicate_answers += 1;
+                            return now_answer(
+                                ResponseTemplate::new(422).set_body_json(duplicate_body(&existing)),
+                            );
                         }
                         processing
                     }
@@ -308,9 +335,8 @@ impl Api {
                 });
                 let answer = ResponseTemplate::new(201).insert_header("x-restli-id", urn.as_str());
                 match mode {
-                    Mode::AcceptThenHang(d) => answer.set_delay(processing + d),
-                    _ if !processing.is_zero() => answer.set_delay(processing),
-                    _ => answer,
+                    Mode::AcceptThenHang(d) => (answer, processing + d),
+                    _ => (answer, processing),
                 }
             }
         }
@@ -372,6 +398,11 @@ impl LinkedInFake {
         self.with(|s| s.create_requests)
     }
 
+    /// Create-posts refused with 422 DUPLICATE_POST (LinkedIn's duplicate answer).
+    pub fn duplicate_answers(&self) -> u64 {
+        self.with(|s| s.duplicate_answers)
+    }
+
     pub fn posts_created(&self) -> usize {
         self.with(|s| s.posts.len())
     }
@@ -412,6 +443,33 @@ impl LinkedInFake {
         })
     }
 
+    /// Posts whose commentary contains `needle` (a key's slug: every caption carries it).
+    pub fn posts_containing(&self, needle: &str) -> Vec<Post> {
+        self.with(|s| {
+            s.posts
+                .iter()
+                .filter(|p| p.commentary.contains(needle))
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Texts that were posted more than once: 0 means no duplicate was created.
+    pub fn duplicated_texts(&self) -> usize {
+        self.with(|s| {
+            let mut counts = std::collections::HashMap::new();
+            for p in &s.posts {
+                *counts.entry(p.commentary.as_str()).or_insert(0usize) += 1;
+            }
+            counts.values().filter(|n| **n > 1).count()
+        })
+    }
+
+    /// The duplicate check now in force.
+    pub fn duplicate_check(&self) -> DuplicateCheck {
+        self.with(|s| s.duplicate_check)
+    }
+
     pub fn set_create_mode(&self, mode: Mode) {
         self.with(|s| s.create_mode = Some(mode));
     }
@@ -420,7 +478,7 @@ impl LinkedInFake {
         self.with(|s| s.init_mode = Some(mode));
     }
 
-    /// Delays every answer by `d` (replacing a fault mode's own delay).
+    /// Delays every answer by `d` more (on top of a fault's hang or LinkedIn's processing).
     pub fn set_delay(&self, d: Duration) {
         self.with(|s| s.delay = d);
     }
