@@ -12,10 +12,30 @@ impl Pipeline {
         why: String,
         retryable: bool,
     ) -> Outcome {
-        let (outcome, _) = self
-            .fail_from(key, dl, why, retryable, 0, None, &[DraftStatus::Unknown])
-            .await;
-        outcome
+        let detail = format!("{why}; nothing was posted");
+        if self
+            .mark_failed(
+                key,
+                dl,
+                &detail,
+                retryable,
+                0,
+                None,
+                &[DraftStatus::Unknown],
+            )
+            .await
+        {
+            return failed(key, retryable, detail);
+        }
+        // The draft still says `unknown` (the note could not be written): answer what is
+        // stored, so the owner and the next run agree. Nothing was sent, so the check after
+        // the quiet period posts it.
+        Outcome::new(
+            key,
+            OutcomeKind::Unknown,
+            format!("{detail}, but the draft could not be set back and still says unknown: it is posted after the quiet period (the sweeper, or Retry then)"),
+        )
+        .retryable(true)
     }
 
     pub(super) async fn fail_publish(
@@ -96,7 +116,8 @@ impl Pipeline {
         (failed(key, retryable, detail), Finish::Release)
     }
 
-    /// Notes a failure on the draft (if it exists and its status is in `from`), with the time
+    /// Notes a failure on the draft (if it exists and its status is in `from`; `true` when it
+    /// was applied), with the time
     /// the sweeper may retry it: capped exponential backoff with jitter, at least `retry_after`.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn mark_failed(
@@ -108,7 +129,7 @@ impl Pipeline {
         attempts: u32,
         retry_after: Option<Duration>,
         from: &[DraftStatus],
-    ) {
+    ) -> bool {
         let delay = backoff(
             self.settings.retry_base,
             attempts,
@@ -121,7 +142,7 @@ impl Pipeline {
             retryable,
             next_retry_at: retryable.then(|| now_s() + i64::try_from(delay.as_secs()).unwrap_or(0)),
         };
-        self.note(key, dl, &update, from, "the failure").await;
+        self.note(key, dl, &update, from, "the failure").await
     }
 
     /// Applies a draft update as a finishing call; a failure is logged, not fatal. Returns
