@@ -14,7 +14,7 @@ use postonce::outcome::OutcomeKind;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
 use sha2::Sha256;
-use support::env::{Env, CHAT, CI_SECRET, OWNER, TG_SECRET};
+use support::env::{Env, Stores, CHAT, CI_SECRET, OWNER, TG_SECRET};
 use support::linkedin::Mode;
 use support::services::free_port;
 use support::telegram::{callback_update, TgMode};
@@ -311,7 +311,7 @@ async fn telegram_buttons_run_once_and_answer_every_callback() {
 
 #[tokio::test]
 async fn done_and_force_buttons() {
-    let env = Env::start().await;
+    let env = Env::with(Stores::Real, &[("POSTONCE_RECONCILE_AFTER_S", "2")]).await;
     let base = serve(&env).await;
     // Unknown, then the owner says it is on LinkedIn: later runs answer already_posted.
     let key = env.key();
@@ -354,9 +354,20 @@ async fn done_and_force_buttons() {
             .outcome,
         OutcomeKind::Unknown
     );
+    // Pressed at once: the first request may still be in flight, so nothing is sent yet.
     let (_, resp) = post_telegram(
         &base,
         &callback_update(2002, OWNER, CHAT, 1, &format!("force:{key}")),
+        Some(TG_SECRET),
+    )
+    .await;
+    assert_eq!(resp["outcome"]["outcome"], "unknown", "{resp}");
+    assert_eq!(env.linkedin.create_requests(), 2, "nothing sent");
+    // Past the quiet period (an age above 2 s in whole seconds), Post anyway posts.
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
+    let (_, resp) = post_telegram(
+        &base,
+        &callback_update(2003, OWNER, CHAT, 1, &format!("force:{key}")),
         Some(TG_SECRET),
     )
     .await;
