@@ -19,10 +19,12 @@ use postonce::publish::telegram_channel::{
 use support::images::png_bytes;
 use support::tg_channel::{ChannelMode, TgChannelFake, CHANNEL_ID};
 
-const TOKEN: &str = "7000000001:AAH-secret_TOKEN-do-not-leak";
+const TOKEN: &str = "7000000001:AAH-secret_TOKEN-SECRET9-do-not-leak";
 const BUDGET: Duration = Duration::from_millis(400);
 
 fn adapter_for(api: &str, token: &str, channel: &str) -> TelegramChannel {
+    // The suite's log capture, searched for the test secrets after the run (scripts/test.sh).
+    support::env::capture_logs();
     let http = postonce::app::http_client().expect("http client");
     TelegramChannel::new(http, api, Secret::new(token), channel, BUDGET).expect("channel id")
 }

@@ -28,11 +28,14 @@ fn creds() -> Credentials {
 }
 
 fn adapter(fake: &XFake) -> XAdapter {
+    // The suite's log capture, searched for the test secrets after the run (scripts/test.sh).
+    support::env::capture_logs();
     XAdapter::new(postonce::app::http_client().unwrap(), &fake.uri(), creds())
 }
 
 /// A client that gives up quickly, to see a timeout after sending.
 fn impatient(fake: &XFake) -> XAdapter {
+    support::env::capture_logs();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_millis(400))
         .build()
