@@ -14,7 +14,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use support::env::{Env, Stores, CHAT, CI_SECRET, OWNER, TG_SECRET};
 use support::linkedin::DuplicateCheck;
+use support::serve::ServeProcess;
 use support::services::free_port;
 use support::telegram::callback_update;
 
@@ -65,49 +66,6 @@ async fn send_ci(client: &reqwest::Client, base: &str, body: Vec<u8>) -> Option<
         .await
         .ok()?;
     resp.json().await.ok()
-}
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    async fn start(vars: &HashMap<String, String>) -> Self {
-        let port = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postonce"));
-        cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("start postonce serve");
-        let server = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let begun = Instant::now();
-        while begun.elapsed() < Duration::from_secs(10) {
-            if reqwest::get(format!("{}/healthz", server.base))
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        server.kill();
-        panic!("postonce serve did not come up");
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What became of each key after a chaos run, read from the stores and counted at the fake.
@@ -179,7 +137,7 @@ async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<Pos
     let mut keys = Vec::new();
     let mut kills = 0;
     while keys.len() < trials {
-        let server = Server::start(&env.vars).await;
+        let server = ServeProcess::start(&env.vars, false).await;
         let mut round = Vec::new();
         for _ in 0..per_kill.min(trials - keys.len()) {
             let key = env.key();
@@ -195,11 +153,11 @@ async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<Pos
         }
         let wait = rand::random::<u64>() % kill_within;
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        server.kill();
+        drop(server);
         kills += 1;
     }
 
-    let server = Server::start(&env.vars).await;
+    let server = ServeProcess::start(&env.vars, false).await;
     let mut settled: HashMap<String, String> = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(90);
     while settled.len() < keys.len() && Instant::now() < deadline {
@@ -224,7 +182,7 @@ async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<Pos
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
-    server.kill();
+    drop(server);
     (keys, kills)
 }
 

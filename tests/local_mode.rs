@@ -36,7 +36,8 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use support::env::{Env, CI_SECRET};
 use support::linkedin::DuplicateCheck;
-use support::services::{free_port, unique};
+use support::serve::ServeProcess;
+use support::services::unique;
 
 fn sized(var: &str, default: usize) -> usize {
     std::env::var(var)
@@ -212,55 +213,6 @@ fn sign(body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// A `postonce serve` child process on the environment's data folder.
-struct Serve {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Serve {
-    async fn start(env: &Env) -> Self {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_postonce"))
-            .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "off")
-            .envs(&env.vars)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start postonce serve");
-        let mut serve = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let begun = Instant::now();
-        while begun.elapsed() < Duration::from_secs(10) {
-            if reqwest::get(format!("{}/healthz", serve.base))
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                return serve;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        serve.stop();
-        panic!("postonce serve did not come up");
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// The documented local setup: `postonce serve` takes CI webhooks while CLI processes post the
 /// same key, all on one data folder, duplicate check off. One create-post per key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +221,7 @@ async fn serve_and_cli_racing_one_key_create_one_post_duplicate_check_off() {
     let env = Env::local().await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     env.linkedin.set_delay(Duration::from_millis(100));
-    let serve = Serve::start(&env).await;
+    let serve = ServeProcess::start(&env.vars, false).await;
     let client = reqwest::Client::new();
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     let mut bad_rounds = Vec::new();

@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use support::env::{Env, Stores, CI_SECRET};
 use support::linkedin::Mode;
-use support::services::free_port;
+use support::serve::ServeProcess;
 
 /// How long create-post takes to answer, after it has created the post: the window in which
 /// the signal lands. Well inside the LinkedIn budget below, so the run ends `posted`.
@@ -44,43 +44,25 @@ fn ci_body(env: &Env, key: &PostKey) -> Vec<u8> {
     .expect("json")
 }
 
-/// A `postonce serve` child process; killed on drop if a test fails before it exits.
-struct Server {
-    child: Child,
-    base: String,
+/// A `postonce serve` child process, with what the drain prints kept for the test.
+struct Server(ServeProcess);
+
+impl std::ops::Deref for Server {
+    type Target = ServeProcess;
+    fn deref(&self) -> &ServeProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut ServeProcess {
+        &mut self.0
+    }
 }
 
 impl Server {
     async fn start(vars: &HashMap<String, String>) -> Self {
-        let port = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postonce"));
-        cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "off")
-            .stdout(Stdio::null())
-            // What the drain prints is read after exit; it is a few lines, far below a pipe's
-            // capacity, so the child never blocks on it.
-            .stderr(Stdio::piped());
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("start postonce serve");
-        let server = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let begun = Instant::now();
-        while begun.elapsed() < Duration::from_secs(30) {
-            if reqwest::get(format!("{}/healthz", server.base))
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("postonce serve did not come up on {}", server.base);
+        Self(ServeProcess::start(vars, true).await)
     }
 
     fn terminate(&self) {
@@ -89,10 +71,6 @@ impl Server {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM failed");
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().expect("try_wait")
     }
 
     /// Waits up to `bound` for the process to exit; returns its status, how long it took and
@@ -112,15 +90,6 @@ impl Server {
                 "postonce serve was still running {bound:?} after SIGTERM"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.exited().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod env;
 pub mod images;
 pub mod linkedin;
+pub mod serve;
 pub mod services;
 pub mod telegram;
 pub mod tg_channel;

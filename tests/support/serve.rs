@@ -1,0 +1,66 @@
+//! A real `postonce serve` child process on a free port, for the tests that kill, signal or
+//! race it. Killed and reaped on drop if a test ends before it exits.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::services::free_port;
+
+pub struct ServeProcess {
+    pub child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+}
+
+impl ServeProcess {
+    /// Starts `postonce serve` with exactly `vars` (and `PATH`), logging off, and waits up to
+    /// 30 s for `GET /healthz`. `stderr_piped`: keep what it prints for the test to read (a few
+    /// lines, far below a pipe's capacity, so the child never blocks on it).
+    pub async fn start(vars: &HashMap<String, String>, stderr_piped: bool) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_postonce"))
+            .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "off")
+            .envs(vars)
+            .stdout(Stdio::null())
+            .stderr(if stderr_piped {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("start postonce serve");
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let begun = Instant::now();
+        while begun.elapsed() < Duration::from_secs(30) {
+            if reqwest::get(format!("{}/healthz", server.base))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("postonce serve did not come up on {}", server.base);
+    }
+
+    /// The exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("try_wait")
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
