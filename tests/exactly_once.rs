@@ -732,3 +732,51 @@ async fn a_new_failure_after_the_owner_was_told_is_told_again() {
         "told again: {report:?}"
     );
 }
+
+/// Second review finding: with the claim lost, a Post anyway that loaded the draft before a
+/// reconcile re-sent the kept request must not send too. Its intent replaces only the attempt
+/// it saw (the race on: the re-send is processed for 5 s, longer than the budget).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_anyway_never_overtakes_a_resend_in_flight() {
+    let _turn = TURN.lock().await;
+    let env = env_with(&[]).await;
+    let key = env.key();
+    let first = env
+        .post_under(
+            Mode::Hang(Duration::from_secs(3)),
+            &key,
+            "Forced against a re-send",
+        )
+        .await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown);
+    assert_eq!(env.linkedin.posts_created(), 0);
+    env.linkedin.set_duplicate_check(DuplicateCheck::Racy {
+        processing: Duration::from_secs(5),
+        window: None,
+    });
+    past_the_quiet_period().await;
+    // Post anyway loads the draft, then stalls after fetching the image.
+    fail::cfg("after-image", "1*return(sleep:2500)").expect("fail point");
+    let mut force = env.request(&key, None);
+    force.action = Action::Force;
+    let app = env.app.clone();
+    let dl = env.deadline();
+    let forced = tokio::spawn(async move { app.pipeline.run(force, dl).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The claim is lost (Redis restarted empty, say); a Retry reconciles and re-sends.
+    env.redis().cli(&["DEL", &format!("claim:{key}")]);
+    let resend = env.retry(&key).await;
+    assert_eq!(resend.outcome, OutcomeKind::Unknown, "{resend:?}");
+    let forced = forced.await.expect("the forced run");
+    fail::remove("after-image");
+    println!(
+        "Post anyway vs a re-send in flight: {} create-post requests, {} posts; Post anyway answered {}",
+        env.linkedin.create_requests(),
+        env.linkedin.posts_created(),
+        forced.outcome.as_str()
+    );
+    assert_eq!(forced.outcome, OutcomeKind::BeingPosted, "{forced:?}");
+    assert_eq!(env.linkedin.create_requests(), 2, "#1 and the re-send only");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(env.linkedin.posts_created(), 1);
+}

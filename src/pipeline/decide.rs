@@ -117,6 +117,7 @@ impl Pipeline {
         if dry_record && !self.publisher.is_dry_run() {
             intent_from.push(DraftStatus::Posted);
         }
+        let mut replaces = None;
         if let Some(d) = draft.filter(|d| d.status == DraftStatus::Unknown) {
             let dry_attempt = d
                 .pending
@@ -135,10 +136,27 @@ impl Pipeline {
             } else {
                 tracing::warn!("the owner chose Post anyway after an unknown outcome");
             }
-            intent_from.push(DraftStatus::Unknown);
+            match &d.pending {
+                // Only that attempt may be replaced (see `publish`).
+                Some(p) => {
+                    intent_from = vec![DraftStatus::Unknown];
+                    replaces = Some(p.run.clone());
+                }
+                None => intent_from.push(DraftStatus::Unknown),
+            }
         }
         let attempts = draft.map_or(0, |d| d.attempts);
-        self.publish(req, dl, &content, attempts, progress, &intent_from)
-            .await
+        self.publish(
+            req,
+            dl,
+            &content,
+            attempts,
+            progress,
+            publish::Takes {
+                from: &intent_from,
+                replaces: replaces.as_deref(),
+            },
+        )
+        .await
     }
 }

@@ -4,38 +4,74 @@
 use super::*;
 
 impl Pipeline {
-    /// Nothing was posted after the intent was written: back from `unknown` to `failed`.
+    /// Nothing was posted after this run's intent was written: back from `unknown` to
+    /// `failed` — only if the kept attempt is still this run's.
     pub(super) async fn fail_after_intent(
         &self,
-        key: &PostKey,
+        req: &PostRequest,
         dl: &Deadline,
         why: String,
         retryable: bool,
     ) -> Outcome {
+        let key = &req.key;
         let detail = format!("{why}; nothing was posted");
+        let update = DraftUpdate::IfAttempt {
+            run: req.run_id.clone(),
+            update: Box::new(self.failed_update(&detail, retryable, 0, None)),
+        };
         if self
-            .mark_failed(
-                key,
-                dl,
-                &detail,
-                retryable,
-                0,
-                None,
-                &[DraftStatus::Unknown],
-            )
+            .note(key, dl, &update, &[DraftStatus::Unknown], "the failure")
             .await
         {
             return failed(key, retryable, detail);
         }
-        // The draft still says `unknown` (the note could not be written): answer what is
-        // stored, so the owner and the next run agree. Nothing was sent, so the check after
-        // the quiet period posts it.
-        Outcome::new(
-            key,
-            OutcomeKind::Unknown,
-            format!("{detail}, but the draft could not be set back and still says unknown: it is posted after the quiet period (the sweeper, or Retry then)"),
-        )
-        .retryable(true)
+        self.as_stored(req, dl, detail).await
+    }
+
+    /// The outcome of a run whose failure could not be noted: what the stores say now, so
+    /// that the owner, the sweeper and the next run agree.
+    async fn as_stored(&self, req: &PostRequest, dl: &Deadline, detail: String) -> Outcome {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        let loaded = flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await);
+        match loaded {
+            Ok(Snapshot {
+                record: Some(record),
+                ..
+            }) if self.publisher.is_dry_run()
+                || !record.urn.as_deref().is_some_and(is_dry_run_urn) =>
+            {
+                Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded meanwhile")
+                    .with_urn(record.urn)
+            }
+            Ok(Snapshot {
+                draft: Some(draft),
+                ..
+            }) if draft.status == DraftStatus::Failed => {
+                failed(key, draft.retryable, detail)
+            }
+            Ok(Snapshot {
+                draft: Some(draft),
+                ..
+            }) if draft.status == DraftStatus::Unknown
+                && draft.pending.as_ref().is_some_and(|p| p.run != req.run_id) =>
+            {
+                Outcome::new(
+                    key,
+                    OutcomeKind::BeingPosted,
+                    format!("{detail}; another run's attempt is on the draft now"),
+                )
+                .retryable(true)
+            }
+            // Still this run's `unknown` (or unreadable, where that is what was last written):
+            // nothing was sent, so the check after the quiet period posts it.
+            _ => Outcome::new(
+                key,
+                OutcomeKind::Unknown,
+                format!("{detail}, but the draft could not be set back and still says unknown: it is posted after the quiet period (the sweeper, or Retry then)"),
+            )
+            .retryable(true),
+        }
     }
 
     pub(super) async fn fail_publish(
@@ -130,18 +166,7 @@ impl Pipeline {
         retry_after: Option<Duration>,
         from: &[DraftStatus],
     ) -> bool {
-        let delay = backoff(
-            self.settings.retry_base,
-            attempts,
-            Duration::from_secs(6 * 3600),
-        )
-        .max(self.settings.retry_base / 2)
-        .max(retry_after.unwrap_or_default());
-        let update = DraftUpdate::Failed {
-            error: detail.to_owned(),
-            retryable,
-            next_retry_at: retryable.then(|| now_s() + i64::try_from(delay.as_secs()).unwrap_or(0)),
-        };
+        let update = self.failed_update(detail, retryable, attempts, retry_after);
         self.note(key, dl, &update, from, "the failure").await
     }
 
@@ -167,6 +192,29 @@ impl Pipeline {
                 tracing::warn!(error = %e, "could not note {what} on the draft");
                 false
             }
+        }
+    }
+
+    /// A failure to note, with the time the sweeper may retry it: capped exponential backoff
+    /// with jitter, at least `retry_after`.
+    fn failed_update(
+        &self,
+        detail: &str,
+        retryable: bool,
+        attempts: u32,
+        retry_after: Option<Duration>,
+    ) -> DraftUpdate {
+        let delay = backoff(
+            self.settings.retry_base,
+            attempts,
+            Duration::from_secs(6 * 3600),
+        )
+        .max(self.settings.retry_base / 2)
+        .max(retry_after.unwrap_or_default());
+        DraftUpdate::Failed {
+            error: detail.to_owned(),
+            retryable,
+            next_retry_at: retryable.then(|| now_s() + i64::try_from(delay.as_secs()).unwrap_or(0)),
         }
     }
 }

@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// Which drafts this run's intent may take: those in one of `from`, and, when `replaces` names
+/// a run, only while that run's attempt is the kept one.
+pub(super) struct Takes<'a> {
+    pub from: &'a [DraftStatus],
+    pub replaces: Option<&'a str>,
+}
+
 impl Pipeline {
     /// Image → initializeUpload → upload → intent → create-post → record.
     pub(super) async fn publish(
@@ -12,8 +19,9 @@ impl Pipeline {
         content: &DraftContent,
         attempts: u32,
         progress: &Progress,
-        intent_from: &[DraftStatus],
+        takes: Takes<'_>,
     ) -> (Outcome, Finish) {
+        let (intent_from, replaces) = (takes.from, takes.replaces);
         let key = &req.key;
         let t = self.settings.timeouts;
         let chars = little_text::char_count(&full_text(content));
@@ -108,15 +116,20 @@ impl Pipeline {
             caption_hash: Some(caption_hash(&full_text(content))),
             last_sent_at: None,
         };
+        // Replacing another attempt (Post anyway, a dry run's trace) holds only while that
+        // attempt is still the kept one: a reconcile that re-sent it meanwhile wins.
+        let intent = match replaces {
+            Some(run) => DraftUpdate::IfAttempt {
+                run: run.to_owned(),
+                update: Box::new(DraftUpdate::Intent(pending.clone())),
+            },
+            None => DraftUpdate::Intent(pending.clone()),
+        };
         let intent = dl
             .work(
                 t.dynamodb,
-                self.records.update_draft(
-                    key,
-                    &DraftUpdate::Intent(pending.clone()),
-                    intent_from,
-                    now_s(),
-                ),
+                self.records
+                    .update_draft(key, &intent, intent_from, now_s()),
             )
             .await;
         match flatten_value(intent) {
@@ -143,7 +156,7 @@ impl Pipeline {
         progress.set(Stage::Intent);
         if let Some(why) = fault("after-intent").await {
             return (
-                self.fail_after_intent(key, dl, why, true).await,
+                self.fail_after_intent(req, dl, why, true).await,
                 Finish::Release,
             );
         }
@@ -155,7 +168,7 @@ impl Pipeline {
                 t.linkedin
             );
             return (
-                self.fail_after_intent(key, dl, why, true).await,
+                self.fail_after_intent(req, dl, why, true).await,
                 Finish::Release,
             );
         }
@@ -178,7 +191,7 @@ impl Pipeline {
         let t = self.settings.timeouts;
         if let Some(why) = fault("before-create-post").await {
             return (
-                self.fail_after_intent(key, dl, why, true).await,
+                self.fail_after_intent(req, dl, why, true).await,
                 Finish::Release,
             );
         }
@@ -226,7 +239,7 @@ impl Pipeline {
                     "LinkedIn already has this exact text as {urn} (posted by hand, or under another key); nothing new was posted. Change the caption to post it again"
                 );
                 let outcome = self
-                    .fail_after_intent(key, dl, why, false)
+                    .fail_after_intent(req, dl, why, false)
                     .await
                     .with_urn(Some(urn));
                 (outcome, Finish::Release)
@@ -260,14 +273,14 @@ impl Pipeline {
             Ok(Err(e)) => {
                 let retryable = e.is_transient();
                 (
-                    self.fail_after_intent(key, dl, e.to_string(), retryable)
+                    self.fail_after_intent(req, dl, e.to_string(), retryable)
                         .await,
                     Finish::Release,
                 )
             }
             Err(BudgetError::NoTimeLeft) => (
                 self.fail_after_intent(
-                    key,
+                    req,
                     dl,
                     "no time left to send create-post; nothing was posted".into(),
                     true,

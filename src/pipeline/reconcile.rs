@@ -105,7 +105,21 @@ impl Pipeline {
             )
             .await;
         match flatten_value(taken) {
-            Ok(true) => progress.set(Stage::Intent),
+            Ok(true) => {
+                progress.set(Stage::Intent);
+                // The write took time too: the re-send goes out with its whole budget or not.
+                if dl.for_work(t.linkedin) != Some(t.linkedin) {
+                    return (
+                        Outcome::new(
+                            key,
+                            OutcomeKind::Unknown,
+                            "not enough time left after recording the check to give the re-send its full budget; nothing was sent. Retry after the quiet period",
+                        )
+                        .retryable(true),
+                        Finish::Release,
+                    );
+                }
+            }
             Ok(false) => {
                 return (
                     Outcome::new(

@@ -282,9 +282,13 @@ fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr
 }
 
 fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
+    if let DraftUpdate::IfAttempt { update, .. } = update {
+        return draft_update(update, now);
+    }
     let mut e = Expr::default();
     e.set("updated_at", n(now));
     match update {
+        DraftUpdate::IfAttempt { .. } => {}
         DraftUpdate::Intent(p) => {
             e.set("status", s(DraftStatus::Unknown.as_str()))
                 .set("pending_commentary", s(&p.commentary))
@@ -656,8 +660,10 @@ impl RecordStore for DynamoStore {
     ) -> Result<bool, StoreError> {
         let mut e = draft_update(update, now);
         let mut condition = e.condition(from);
-        if let DraftUpdate::Resend { prev_run, .. } = update {
-            let (a, v) = (e.name("pending_run"), e.value(s(prev_run)));
+        if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } =
+            update
+        {
+            let (a, v) = (e.name("pending_run"), e.value(s(run)));
             condition.push_str(&format!(" AND {a} = {v}"));
         }
         let result = self

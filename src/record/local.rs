@@ -371,8 +371,10 @@ impl Folder {
         if !from.is_empty() && !from.contains(&draft.status) {
             return Ok(false);
         }
-        if let DraftUpdate::Resend { prev_run, .. } = update {
-            if draft.pending.as_ref().map(|p| &p.run) != Some(prev_run) {
+        if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } =
+            update
+        {
+            if draft.pending.as_ref().map(|p| &p.run) != Some(run) {
                 return Ok(false);
             }
         }
@@ -416,6 +418,7 @@ impl Folder {
 /// Applies a draft update in memory (the local twin of the DynamoDB update expressions).
 fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
     match update {
+        DraftUpdate::IfAttempt { update, .. } => apply(draft, update, now),
         DraftUpdate::Intent(pending) => {
             draft.status = DraftStatus::Unknown;
             draft.pending = Some(pending.clone());

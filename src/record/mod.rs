@@ -171,6 +171,12 @@ pub enum DraftUpdate {
         at: i64,
         run: String,
     },
+    /// `update`, applied only if the draft's kept attempt is still `run`'s: a change that
+    /// settles or replaces one attempt never lands on another run's newer attempt.
+    IfAttempt {
+        run: String,
+        update: Box<DraftUpdate>,
+    },
     /// Retries exhausted or the owner must decide.
     NeedsReview { error: String },
     /// The owner was told about this draft.
