@@ -119,13 +119,17 @@ impl Pipeline {
     /// When the drafts cannot be listed.
     pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
         let drafts = self.open_drafts(dl).await?;
-        let now = now_s();
+        Ok(self.waiting_in(&drafts, now_s()))
+    }
+
+    /// The drafts among `drafts` that wait for a person at `now`, oldest first.
+    fn waiting_in(&self, drafts: &[Draft], now: i64) -> Vec<Waiting> {
         let mut waiting: Vec<Waiting> = drafts
             .iter()
             .filter_map(|d| self.waiting_entry(d, now))
             .collect();
         waiting.sort_by_key(|w| (w.since, w.key.clone()));
-        Ok(waiting)
+        waiting
     }
 
     /// The sweeper: re-runs retryable failed drafts whose time has come, drafts whose run never
@@ -146,7 +150,7 @@ impl Pipeline {
         let quiet = secs(self.settings.reconcile_after);
         let need = self.run_need();
         let mut report = SweepReport::default();
-        for draft in drafts {
+        for draft in &drafts {
             let Ok(key) = PostKey::parse(&draft.key) else {
                 tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
                 continue;
@@ -194,7 +198,7 @@ impl Pipeline {
                 continue;
             }
             if !due {
-                self.tell_if_waiting(&key, dl, &draft, now, &mut report)
+                self.tell_if_waiting(&key, dl, draft, now, &mut report)
                     .await;
                 continue;
             }
@@ -213,11 +217,19 @@ impl Pipeline {
             };
             report.runs.push(self.run(request, *dl).await);
         }
-        // What still waits for a person after this sweep, as stored now.
-        match self.waiting(dl).await {
-            Ok(waiting) => report.waiting = waiting,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the drafts that wait for a person")
+        // What still waits for a person after this sweep. A sweep that changed nothing (the
+        // usual one) answers from its own listing; one that ran or marked drafts lists again.
+        let changed = !report.runs.is_empty()
+            || !report.needs_review.is_empty()
+            || !report.reminded.is_empty();
+        if !changed {
+            report.waiting = self.waiting_in(&drafts, now);
+        } else {
+            match self.waiting(dl).await {
+                Ok(waiting) => report.waiting = waiting,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the drafts that wait for a person")
+                }
             }
         }
         Ok(report)
