@@ -314,6 +314,7 @@ fn post_request(
                 image,
                 link: link.clone(),
                 alt: alt.clone(),
+                ..Default::default()
             };
             let total = crate::pipeline::full_text(&content).chars().count();
             if total > MAX_CHARS {
@@ -329,6 +330,7 @@ fn post_request(
         source: Source::Cli,
         run_id: new_run_id(),
         reply_to: None,
+        targets: Vec::new(),
     })
 }
 

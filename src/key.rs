@@ -7,16 +7,25 @@
 
 use std::fmt;
 
+use crate::publish::network::Network;
+
 /// Longest `<kind>-<slug>`: `force:` + 48 bytes stays well inside Telegram's 64-byte callback data.
 pub const MAX_KEY_LEN: usize = 48;
 /// Longest `kind`.
 pub const MAX_KIND_LEN: usize = 16;
 
 /// A validated draft key. Construct it with [`PostKey::new`] or [`PostKey::parse`].
+///
+/// A key may name one target of the draft ([`PostKey::on`]): every per-target name is then
+/// `<kind>-<slug>@<network>` (`claim:`, `posted:`, `draft:`), except LinkedIn's, which keeps
+/// the bare key so that records written before targets existed still count (DESIGN.md
+/// "Targets").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PostKey {
     kind: String,
     slug: String,
+    /// The target this key names; `None` is LinkedIn (the bare key).
+    target: Option<Network>,
 }
 
 /// Why a kind, slug or key was refused. The message names the field and the rule.
@@ -30,6 +39,8 @@ pub enum KeyError {
     TooLong(String),
     #[error("key {0:?} is invalid: expected <kind>-<slug>, e.g. blog-hello-world")]
     Shape(String),
+    #[error("target {0:?} is unknown: use linkedin, x, telegram, mastodon or bluesky")]
+    Target(String),
 }
 
 fn is_word_char(c: char) -> bool {
@@ -63,21 +74,68 @@ impl PostKey {
         Ok(Self {
             kind: kind.to_owned(),
             slug: slug.to_owned(),
+            target: None,
         })
     }
 
-    /// Parses `<kind>-<slug>`. A kind never contains a hyphen, so the first hyphen splits.
+    /// Parses `<kind>-<slug>`, optionally followed by `@<network>` (a per-target name, as in
+    /// `retry:<key>@x`). A kind never contains a hyphen, so the first hyphen splits.
     ///
     /// # Errors
     /// [`KeyError`] when the text is not a valid key.
     pub fn parse(text: &str) -> Result<Self, KeyError> {
-        if text.len() > MAX_KEY_LEN {
-            return Err(KeyError::TooLong(show(text)));
+        let (base, target) = match text.split_once('@') {
+            Some((base, net)) => (
+                base,
+                Some(Network::parse(net).ok_or_else(|| KeyError::Target(show(net)))?),
+            ),
+            None => (text, None),
+        };
+        if base.len() > MAX_KEY_LEN {
+            return Err(KeyError::TooLong(show(base)));
         }
-        let (kind, slug) = text
+        let (kind, slug) = base
             .split_once('-')
-            .ok_or_else(|| KeyError::Shape(show(text)))?;
-        Self::new(kind, slug)
+            .ok_or_else(|| KeyError::Shape(show(base)))?;
+        let key = Self::new(kind, slug)?;
+        Ok(match target {
+            Some(n) => key.on(n),
+            None => key,
+        })
+    }
+
+    /// This draft's key for `network`'s claim, record and state.
+    #[must_use]
+    pub fn on(&self, network: Network) -> Self {
+        Self {
+            kind: self.kind.clone(),
+            slug: self.slug.clone(),
+            target: (network != Network::Linkedin).then_some(network),
+        }
+    }
+
+    /// The draft's own key, without a target.
+    #[must_use]
+    pub fn base(&self) -> Self {
+        Self {
+            target: None,
+            ..self.clone()
+        }
+    }
+
+    /// The network this key's per-target names belong to (the bare key is LinkedIn's).
+    pub fn network(&self) -> Network {
+        self.target.unwrap_or(Network::Linkedin)
+    }
+
+    /// Whether the key named a target other than LinkedIn explicitly.
+    pub fn has_target(&self) -> bool {
+        self.target.is_some()
+    }
+
+    /// `<kind>-<slug>`, without a target.
+    pub fn draft(&self) -> String {
+        format!("{}-{}", self.kind, self.slug)
     }
 
     pub fn kind(&self) -> &str {
@@ -91,7 +149,11 @@ impl PostKey {
 
 impl fmt::Display for PostKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.kind, self.slug)
+        write!(f, "{}-{}", self.kind, self.slug)?;
+        match self.target {
+            Some(n) => write!(f, "@{}", n.as_str()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -135,6 +197,31 @@ mod tests {
         assert!(format!("force:{key}").len() <= 64);
         assert!(PostKey::new("blog", &format!("{slug}a")).is_err());
         assert!(PostKey::parse(&format!("blog-{slug}a")).is_err());
+    }
+
+    #[test]
+    fn targets_name_their_own_state_and_linkedin_keeps_the_bare_key() {
+        let key = PostKey::new("blog", "hello").unwrap();
+        assert_eq!(key.on(Network::X).to_string(), "blog-hello@x");
+        assert_eq!(key.on(Network::Linkedin).to_string(), "blog-hello");
+        assert_eq!(key.on(Network::Linkedin), key);
+        let x = PostKey::parse("blog-hello@x").unwrap();
+        assert_eq!(x.network(), Network::X);
+        assert_eq!(x.base(), key);
+        assert_eq!(x.draft(), "blog-hello");
+        assert_eq!(PostKey::parse("blog-hello@linkedin").unwrap(), key);
+        assert!(matches!(
+            PostKey::parse("blog-hello@myspace"),
+            Err(KeyError::Target(_))
+        ));
+        let slug = "a".repeat(MAX_KEY_LEN - 5);
+        let long = PostKey::new("blog", &slug).unwrap();
+        for n in Network::ALL {
+            for action in ["retry", "done", "force"] {
+                let data = format!("{action}:{}@{}", long, n.as_str());
+                assert!(data.len() <= 64, "{data}");
+            }
+        }
     }
 
     #[test]

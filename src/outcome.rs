@@ -3,10 +3,12 @@
 //! One table, here: the HTTP status, the CLI exit code and the Telegram buttons of every
 //! outcome. Entry points translate with these and decide nothing themselves.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::key::PostKey;
-use crate::publish::post_url;
+use crate::publish::network::Network;
 
 /// The outcome of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -18,6 +20,9 @@ pub enum OutcomeKind {
     Failed,
     Unknown,
     PostedNotRecorded,
+    /// Several targets ended differently (DESIGN.md "Targets"): some are on their network,
+    /// some are not.
+    Partial,
 }
 
 impl OutcomeKind {
@@ -29,18 +34,48 @@ impl OutcomeKind {
             Self::Failed => "failed",
             Self::Unknown => "unknown",
             Self::PostedNotRecorded => "posted_not_recorded",
+            Self::Partial => "partial",
         }
     }
 }
 
-/// The outcome JSON: `{"key","outcome","urn","retryable","detail"}`.
+/// One target's entry in the outcome JSON's `targets`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetOutcome {
+    pub outcome: OutcomeKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub retryable: bool,
+    pub detail: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// The outcome JSON: `{"key","outcome","urn","retryable","detail","targets"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Outcome {
     pub key: String,
     pub outcome: OutcomeKind,
+    /// The post's id on its network (a LinkedIn URN, a tweet id, a message id, …); with
+    /// several targets, absent (each target's is in `targets`).
     pub urn: Option<String>,
     pub retryable: bool,
     pub detail: String,
+    /// The post's public URL, when the network gave one or it can be built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Every target of the run, by network (DESIGN.md "Targets"); absent on a single target's
+    /// own outcome before [`Outcome::combine`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<BTreeMap<Network, TargetOutcome>>,
+    /// The network this outcome is about (one target's run).
+    #[serde(skip)]
+    pub network: Network,
+    /// The targets' own outcomes, when this one combines several.
+    #[serde(skip)]
+    pub parts: Vec<Outcome>,
     /// Present (true) only when the publisher was the dry run.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
@@ -56,22 +91,84 @@ pub struct Outcome {
 /// A Telegram inline button: its label and its callback data (`<action>:<key>`, ≤ 64 bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Button {
-    pub text: &'static str,
+    pub text: String,
     pub data: String,
 }
 
 impl Outcome {
     pub fn new(key: &PostKey, outcome: OutcomeKind, detail: impl Into<String>) -> Self {
         Self {
-            key: key.to_string(),
+            key: key.draft(),
             outcome,
             urn: None,
             retryable: false,
             detail: detail.into(),
+            url: None,
+            targets: None,
+            network: key.network(),
+            parts: Vec::new(),
             dry_run: false,
             offer_force: false,
             misconfigured: false,
         }
+    }
+
+    /// One run's outcome from its targets' (DESIGN.md "Targets"): with one target, that
+    /// target's, as it always was; with several, `posted` / `already_posted` when every one is
+    /// on its network, the shared outcome when all ended the same, else `partial`. `targets`
+    /// carries each one either way.
+    pub fn combine(key: &PostKey, parts: Vec<Outcome>) -> Outcome {
+        let entries: BTreeMap<Network, TargetOutcome> = parts
+            .iter()
+            .map(|p| {
+                (
+                    p.network,
+                    TargetOutcome {
+                        outcome: p.outcome,
+                        id: p.urn.clone(),
+                        url: p.post_url(),
+                        retryable: p.retryable,
+                        detail: p.detail.clone(),
+                        dry_run: p.dry_run,
+                    },
+                )
+            })
+            .collect();
+        if parts.len() == 1 {
+            let mut only = parts.into_iter().next().unwrap_or_else(|| {
+                Outcome::new(key, OutcomeKind::Failed, "no target to post to")
+            });
+            only.url = only.post_url();
+            only.targets = Some(entries);
+            return only;
+        }
+        let on_network = |k: OutcomeKind| matches!(k, OutcomeKind::Posted | OutcomeKind::AlreadyPosted);
+        let done = parts.iter().filter(|p| on_network(p.outcome)).count();
+        let first = parts.first().map_or(OutcomeKind::Failed, |p| p.outcome);
+        let kind = if done == parts.len() {
+            if parts.iter().any(|p| p.outcome == OutcomeKind::Posted) {
+                OutcomeKind::Posted
+            } else {
+                OutcomeKind::AlreadyPosted
+            }
+        } else if parts.iter().all(|p| p.outcome == first) {
+            first
+        } else {
+            OutcomeKind::Partial
+        };
+        let detail = match kind {
+            OutcomeKind::Posted | OutcomeKind::AlreadyPosted => {
+                format!("all {} targets are on their network", parts.len())
+            }
+            _ => format!("{done} of {} posted", parts.len()),
+        };
+        let mut combined = Outcome::new(key, kind, detail);
+        combined.retryable = parts.iter().any(|p| p.retryable);
+        combined.dry_run = parts.iter().all(|p| p.dry_run);
+        combined.misconfigured = parts.iter().all(|p| p.misconfigured);
+        combined.targets = Some(entries);
+        combined.parts = parts;
+        combined
     }
 
     pub fn with_urn(mut self, urn: Option<String>) -> Self {
@@ -94,7 +191,7 @@ impl Outcome {
             OutcomeKind::BeingPosted => 409,
             OutcomeKind::Failed if self.retryable => 503,
             OutcomeKind::Failed => 422,
-            OutcomeKind::Unknown | OutcomeKind::PostedNotRecorded => 202,
+            OutcomeKind::Unknown | OutcomeKind::PostedNotRecorded | OutcomeKind::Partial => 202,
         }
     }
 
@@ -109,63 +206,135 @@ impl Outcome {
             OutcomeKind::Failed if self.retryable => 4,
             OutcomeKind::Failed => 1,
             OutcomeKind::Unknown | OutcomeKind::PostedNotRecorded => 5,
+            OutcomeKind::Partial => 6,
         }
     }
 
-    /// The post's public URL, when its URN is known and real.
+    /// The post's public URL, when it is known and real.
     pub fn post_url(&self) -> Option<String> {
-        self.urn.as_deref().filter(|_| !self.dry_run).map(post_url)
+        if self.dry_run {
+            return None;
+        }
+        self.url.clone().or_else(|| match self.network {
+            Network::Linkedin => self.urn.as_deref().map(crate::publish::post_url),
+            _ => None,
+        })
     }
 
-    /// The buttons under the Telegram report.
+    /// The buttons under the Telegram report: with several targets, each target's own, named.
     pub fn buttons(&self) -> Vec<Button> {
-        let b = |text, action: &str| Button {
-            text,
-            data: format!("{action}:{}", self.key),
+        if self.parts.is_empty() {
+            return self.own_buttons(false);
+        }
+        self.parts.iter().flat_map(|p| p.own_buttons(true)).collect()
+    }
+
+    /// This target's buttons. `named`: one of several targets, so every button names it.
+    fn own_buttons(&self, named: bool) -> Vec<Button> {
+        let n = self.network;
+        let tag = |action: &str| {
+            // `done:<key>` / `force:<key>` are LinkedIn's; `retry:<key>` is every pending
+            // target, which is this one when it is the only one.
+            let bare = match action {
+                "retry" => !named,
+                _ => n == Network::Linkedin,
+            };
+            if bare {
+                format!("{action}:{}", self.key)
+            } else {
+                format!("{action}:{}@{}", self.key, n.as_str())
+            }
         };
+        let b = |text: String, action: &str| Button {
+            text,
+            data: tag(action),
+        };
+        let name = |plain: &str, with: String| if named { with } else { plain.to_owned() };
         if self.misconfigured {
             return vec![];
         }
         match self.outcome {
-            OutcomeKind::Posted | OutcomeKind::AlreadyPosted => vec![],
-            OutcomeKind::Failed if self.offer_force => vec![b("Post anyway", "force")],
+            OutcomeKind::Posted | OutcomeKind::AlreadyPosted | OutcomeKind::Partial => vec![],
+            OutcomeKind::Failed if self.offer_force => vec![b(
+                name("Post anyway", format!("Post anyway to {}", n.label())),
+                "force",
+            )],
             OutcomeKind::BeingPosted | OutcomeKind::Failed | OutcomeKind::PostedNotRecorded => {
-                vec![b("Retry", "retry")]
+                vec![b(name("Retry", format!("Retry {}", n.label())), "retry")]
             }
-            OutcomeKind::Unknown => vec![b("It's on LinkedIn", "done"), b("Post anyway", "force")],
+            OutcomeKind::Unknown => vec![
+                b(n.confirm_label().to_owned(), "done"),
+                b(
+                    name("Post anyway", format!("Post anyway to {}", n.label())),
+                    "force",
+                ),
+            ],
         }
     }
 
-    /// The report text: key, outcome in words, link, and the reason.
-    pub fn report_text(&self) -> String {
-        let headline = match self.outcome {
-            OutcomeKind::Posted => "✅ Posted to LinkedIn",
-            OutcomeKind::AlreadyPosted => "☑️ Already on LinkedIn",
-            OutcomeKind::BeingPosted => "⏳ Already being posted by another run",
-            OutcomeKind::Failed if self.retryable => "⚠️ Not posted (temporary failure)",
-            OutcomeKind::Failed => "❌ Not posted",
-            OutcomeKind::Unknown => "❓ May or may not be on LinkedIn",
-            OutcomeKind::PostedNotRecorded => "⚠️ Posted, but the record could not be written",
-        };
-        let mut text = format!("{headline}: {}", self.key);
-        if self.dry_run {
-            text.push_str(" (dry run)");
+    /// The outcome in words, for one network.
+    fn headline(&self) -> String {
+        let on = self.network.label();
+        match self.outcome {
+            OutcomeKind::Posted => format!("✅ Posted to {on}"),
+            OutcomeKind::AlreadyPosted => format!("☑️ Already on {on}"),
+            OutcomeKind::BeingPosted => "⏳ Already being posted by another run".into(),
+            OutcomeKind::Failed if self.retryable => "⚠️ Not posted (temporary failure)".into(),
+            OutcomeKind::Failed => "❌ Not posted".into(),
+            OutcomeKind::Unknown => format!("❓ May or may not be on {on}"),
+            OutcomeKind::PostedNotRecorded => {
+                "⚠️ Posted, but the record could not be written".into()
+            }
+            OutcomeKind::Partial => "◐ Partly posted".into(),
         }
+    }
+
+    /// Link (or id), the question for the owner, and the reason.
+    fn body_lines(&self, text: &mut String, indent: &str) {
         if let Some(url) = self.post_url() {
-            text.push('\n');
-            text.push_str(&url);
+            text.push_str(&format!("\n{indent}{url}"));
         } else if let Some(urn) = &self.urn {
-            text.push_str(&format!("\n{urn}"));
+            text.push_str(&format!("\n{indent}{urn}"));
         }
         if self.outcome == OutcomeKind::Unknown {
-            text.push_str(
-                "\nCheck your LinkedIn profile, then tell me: It's on LinkedIn, or Post anyway.",
-            );
+            text.push_str(&format!(
+                "\n{indent}Check {}, then tell me: {}, or Post anyway.",
+                self.network.label(),
+                self.network.confirm_label()
+            ));
         }
         if !self.detail.is_empty() {
-            text.push('\n');
-            text.push_str(&self.detail);
+            text.push_str(&format!("\n{indent}{}", self.detail));
         }
+    }
+
+    /// The report text: key, outcome in words, link, and the reason; with several targets,
+    /// one block per target.
+    pub fn report_text(&self) -> String {
+        let mut text = if self.parts.is_empty() {
+            let mut text = format!("{}: {}", self.headline(), self.key);
+            if self.dry_run {
+                text.push_str(" (dry run)");
+            }
+            self.body_lines(&mut text, "");
+            text
+        } else {
+            let headline = match self.outcome {
+                OutcomeKind::Posted => "✅ Posted everywhere".to_owned(),
+                OutcomeKind::AlreadyPosted => "☑️ Already everywhere".to_owned(),
+                _ if self.outcome == OutcomeKind::Partial => self.headline(),
+                _ => self.headline(),
+            };
+            let mut text = format!("{headline}: {} ({})", self.key, self.detail);
+            for p in &self.parts {
+                text.push_str(&format!("\n\n{} — {}", p.network.label(), p.headline()));
+                if p.dry_run {
+                    text.push_str(" (dry run)");
+                }
+                p.body_lines(&mut text, "");
+            }
+            text
+        };
         // Telegram's limit is 4096 characters.
         if text.chars().count() > 4000 {
             text = text.chars().take(3990).collect::<String>() + "…";

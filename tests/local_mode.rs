@@ -529,6 +529,7 @@ fn content() -> DraftContent {
         image: "https://cdn.example.com/cover.png".into(),
         link: None,
         alt: None,
+        ..Default::default()
     }
 }
 

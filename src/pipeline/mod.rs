@@ -52,6 +52,7 @@ use crate::key::PostKey;
 use crate::notify::{MessageRef, Notifier};
 use crate::outcome::{Outcome, OutcomeKind};
 use crate::publish::little_text::{self, MAX_CHARS};
+use crate::publish::network::Network;
 use crate::publish::{is_dry_run_urn, NewPost, PublishError, Publisher};
 use crate::record::{
     now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord, PutPosted,
@@ -103,6 +104,10 @@ pub struct PostRequest {
     pub run_id: String,
     /// The Telegram report to edit, for runs started from its button.
     pub reply_to: Option<MessageRef>,
+    /// The targets to run (`retry:<key>@x`, `targets` in the CI body, `--targets`). Empty:
+    /// the draft's own — those named when it was sent, else `POSTONCE_TARGETS`; a run without
+    /// content does every target the draft has state for.
+    pub targets: Vec<Network>,
 }
 
 /// A fresh run id.

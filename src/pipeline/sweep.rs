@@ -214,6 +214,7 @@ impl Pipeline {
                 source: Source::Sweep,
                 run_id: new_run_id(),
                 reply_to: None,
+                targets: Vec::new(),
             };
             report.runs.push(self.run(request, *dl).await);
         }

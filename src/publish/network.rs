@@ -11,9 +11,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// A network a draft can go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
+    #[default]
     Linkedin,
     X,
     Telegram,
@@ -37,6 +40,28 @@ impl Network {
             Self::Telegram => "telegram",
             Self::Mastodon => "mastodon",
             Self::Bluesky => "bluesky",
+        }
+    }
+
+    /// The network's name for people.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Linkedin => "LinkedIn",
+            Self::X => "X",
+            Self::Telegram => "the Telegram channel",
+            Self::Mastodon => "Mastodon",
+            Self::Bluesky => "Bluesky",
+        }
+    }
+
+    /// What the owner presses when they see the post there.
+    pub fn confirm_label(self) -> &'static str {
+        match self {
+            Self::Linkedin => "It's on LinkedIn",
+            Self::X => "It's on X",
+            Self::Telegram => "It's in the channel",
+            Self::Mastodon => "It's on Mastodon",
+            Self::Bluesky => "It's on Bluesky",
         }
     }
 

@@ -129,6 +129,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
             image,
             link: get_s(item, "link"),
             alt: get_s(item, "alt"),
+            ..Default::default()
         }),
         _ => None,
     };

@@ -8,10 +8,13 @@
 pub mod dynamodb;
 pub mod local;
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::key::PostKey;
+use crate::publish::network::Network;
 
 /// Where the durable record of a key lives.
 pub fn record_name(key: &PostKey) -> String {
@@ -45,13 +48,36 @@ pub struct PostedRecord {
 }
 
 /// The content of a draft as a trigger delivers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DraftContent {
     pub caption: String,
     /// An `https://` URL, or (from the CLI only) an absolute local path.
     pub image: String,
     pub link: Option<String>,
     pub alt: Option<String>,
+    /// A caption per network, in place of `caption` there (`captions` in the CI body,
+    /// `--caption-for` on the CLI). Each target's state item stores its own resolved content
+    /// ([`DraftContent::for_target`]), so this is empty once stored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub captions: BTreeMap<Network, String>,
+}
+
+impl DraftContent {
+    /// The content `network` posts: its own caption if the draft has one.
+    #[must_use]
+    pub fn for_target(&self, network: Network) -> Self {
+        Self {
+            caption: self
+                .captions
+                .get(&network)
+                .unwrap_or(&self.caption)
+                .clone(),
+            image: self.image.clone(),
+            link: self.link.clone(),
+            alt: self.alt.clone(),
+            captions: BTreeMap::new(),
+        }
+    }
 }
 
 /// Where a draft stands.

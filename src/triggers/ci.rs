@@ -66,6 +66,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         source: Source::Ci,
         run_id,
         reply_to: None,
+        targets: Vec::new(),
     };
     HttpResponse::outcome(&app.pipeline.run(request, dl).await)
 }

@@ -33,6 +33,7 @@ pub fn parse(app: &App, event: &Value, run_id: String) -> Result<PostRequest, Fi
         source: Source::Console,
         run_id,
         reply_to: None,
+        targets: Vec::new(),
     })
 }
 

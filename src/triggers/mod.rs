@@ -197,6 +197,7 @@ pub fn parse_draft(
                 image,
                 link,
                 alt,
+                ..Default::default()
             };
             let total = crate::pipeline::full_text(&content).chars().count();
             if total > MAX_CHARS {

@@ -236,6 +236,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         source: Source::Telegram,
         run_id,
         reply_to: cb.message,
+        targets: Vec::new(),
     };
     let outcome = app.pipeline.run(request, dl).await;
     ok(json!({"outcome": outcome}))

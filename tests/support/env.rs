@@ -147,6 +147,7 @@ impl Env {
             image: self.images.url("/cover.png"),
             link: None,
             alt: Some("A gradient".into()),
+            ..Default::default()
         }
     }
 
@@ -162,6 +163,7 @@ impl Env {
             image: self.images.url("/cover.png"),
             link: Some(link),
             alt: Some("Cover: a gradient with the post's title".into()),
+            ..Default::default()
         }
     }
 
@@ -204,6 +206,7 @@ impl Env {
             source: Source::Cli,
             run_id: new_run_id(),
             reply_to: None,
+            targets: Vec::new(),
         }
     }
 
