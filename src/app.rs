@@ -1,6 +1,7 @@
 //! Builds the process's clients once (cold start) from a validated [`Config`] and wires them
 //! into the pipeline and the router. Nothing here is built per invocation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,9 +13,13 @@ use crate::image::ImageFetcher;
 use crate::notify::log::LogNotifier;
 use crate::notify::telegram::{TelegramClient, TelegramNotifier};
 use crate::notify::Notifier;
-use crate::pipeline::{Pipeline, Settings};
+use crate::pipeline::{Lane, Pipeline, Settings};
 use crate::publish::dry_run::DryRun;
 use crate::publish::linkedin::LinkedIn;
+use crate::publish::linkedin_target::LinkedInTarget;
+use crate::publish::network::{Network, NetworkAdapter};
+use crate::publish::telegram_channel::DryRunChannel;
+use crate::publish::x::XDryRun;
 use crate::publish::Publisher;
 use crate::record::dynamodb::DynamoStore;
 use crate::record::local::LocalStore;
@@ -48,15 +53,16 @@ pub fn http_client() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
-impl App {
-    /// Builds clients and stores from `config`.
-    ///
-    /// # Errors
-    /// A message naming what could not be set up and how to fix it.
-    pub async fn build(config: Config) -> Result<Self, String> {
-        let http = http_client()?;
+/// One namespace's stores (real or dry run).
+#[derive(Clone)]
+struct Stores {
+    claims: Arc<dyn ClaimStore>,
+    records: Arc<dyn RecordStore>,
+    dynamo: Option<Arc<DynamoStore>>,
+}
 
-        let dry_run = config.linkedin.is_none();
+impl Stores {
+    async fn build(config: &Config, dry_run: bool) -> Result<Self, String> {
         let claims: Arc<dyn ClaimStore> = match &config.redis_url {
             Some(url) => Arc::new(
                 RedisClaims::new(url, config.timeouts.redis, dry_run).map_err(|e| e.to_string())?,
@@ -68,11 +74,10 @@ impl App {
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };
-
         let mut dynamo = None;
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {
-                let store = Arc::new(DynamoStore::connect(&config, table, dry_run).await);
+                let store = Arc::new(DynamoStore::connect(config, table, dry_run).await);
                 dynamo = Some(store.clone());
                 store
             }
@@ -81,6 +86,40 @@ impl App {
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };
+        Ok(Self {
+            claims,
+            records,
+            dynamo,
+        })
+    }
+}
+
+/// An adapter for every network this version posts to (a dry run where credentials are
+/// missing).
+fn target_adapters(
+    config: &Config,
+    linkedin: Arc<dyn Publisher>,
+) -> BTreeMap<Network, Arc<dyn NetworkAdapter>> {
+    let mut adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>> = BTreeMap::new();
+    adapters.insert(Network::Linkedin, Arc::new(LinkedInTarget::new(linkedin)));
+    adapters.insert(
+        Network::X,
+        Arc::new(XDryRun::new(crate::publish::x::DEFAULT_API)),
+    );
+    adapters.insert(
+        Network::Telegram,
+        Arc::new(DryRunChannel::new(&config.telegram_api_url, None)),
+    );
+    adapters
+}
+
+impl App {
+    /// Builds clients and stores from `config`.
+    ///
+    /// # Errors
+    /// A message naming what could not be set up and how to fix it.
+    pub async fn build(config: Config) -> Result<Self, String> {
+        let http = http_client()?;
 
         let publisher: Arc<dyn Publisher> = match &config.linkedin {
             Some(li) => Arc::new(LinkedIn::new(
@@ -114,13 +153,54 @@ impl App {
         };
 
         let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
+        let adapters = target_adapters(&config, publisher.clone());
+        // Each target's state lives in the real stores, or in the dry-run ones when its
+        // adapter is a dry run: a dry run never touches real state. Each store is built once.
+        let mut stores: Vec<(bool, Stores)> = Vec::new();
+        let mut lanes = BTreeMap::new();
+        for (network, adapter) in &adapters {
+            let dry = adapter.is_dry_run();
+            let built = match stores.iter().find(|(d, _)| *d == dry) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Stores::build(&config, dry).await?;
+                    stores.push((dry, s.clone()));
+                    s
+                }
+            };
+            let budget = match network {
+                Network::Telegram => config.timeouts.telegram,
+                _ => config.timeouts.linkedin,
+            };
+            lanes.insert(
+                *network,
+                Arc::new(Lane {
+                    network: *network,
+                    adapter: adapter.clone(),
+                    claims: built.claims.clone(),
+                    records: built.records.clone(),
+                    images: images.clone(),
+                    settings: Settings::from_config(&config),
+                    budget,
+                }),
+            );
+        }
+        let linkedin = lanes
+            .get(&Network::Linkedin)
+            .cloned()
+            .ok_or_else(|| "internal error: no LinkedIn lane".to_owned())?;
+        let dynamo = stores
+            .iter()
+            .find(|(d, _)| *d == linkedin.adapter.is_dry_run())
+            .and_then(|(_, s)| s.dynamo.clone());
         let pipeline = Arc::new(Pipeline {
-            claims,
-            records,
+            claims: linkedin.claims.clone(),
+            records: linkedin.records.clone(),
+            lanes,
             publisher,
-            images,
             notifier,
             settings: Settings::from_config(&config),
+            default_targets: vec![Network::Linkedin],
         });
         Ok(Self {
             config,

@@ -29,13 +29,7 @@ async fn a_panic_after_claiming_releases_the_claim() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
-    for point in [
-        "after-claim",
-        "after-check",
-        "after-image",
-        "after-initialize-upload",
-        "after-upload",
-    ] {
+    for point in ["after-claim", "after-check", "after-image", "after-upload"] {
         let key = env.key();
         let before = env.linkedin.create_requests();
         fail::cfg(point, "panic").expect("fail point");
@@ -173,7 +167,6 @@ async fn fault_matrix(env: &Env, reconcile_later: bool) -> MatrixFigures {
         "after-claim",
         "after-check",
         "after-image",
-        "after-initialize-upload",
         "after-upload",
         "before-create-post",
         "after-create-post",
