@@ -56,7 +56,7 @@ async fn a_panic_after_claiming_releases_the_claim() {
             "{point}"
         );
     }
-    assert_eq!(env.linkedin.posts_created(), 5);
+    assert_eq!(env.linkedin.posts_created(), points.len());
 }
 
 /// Rule 6 under a panic: after LinkedIn accepted, a panic keeps the claim holding the URN.
