@@ -1,6 +1,7 @@
 //! Builds the process's clients once (cold start) from a validated [`Config`] and wires them
 //! into the pipeline and the router. Nothing here is built per invocation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use crate::notify::Notifier;
 use crate::pipeline::{Pipeline, Settings};
 use crate::publish::dry_run::DryRun;
 use crate::publish::linkedin::LinkedIn;
+use crate::publish::network::{Network, NetworkAdapter};
 use crate::publish::Publisher;
 use crate::record::dynamodb::DynamoStore;
 use crate::record::local::LocalStore;
@@ -24,11 +26,14 @@ use crate::record::RecordStore;
 pub struct App {
     pub config: Config,
     pub pipeline: Arc<Pipeline>,
+    /// One adapter per network this version posts to (linkedin, x, telegram), each a dry run
+    /// without its credentials ([`crate::adapters::build`]).
+    pub adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>>,
     /// Present when `TELEGRAM_BOT_TOKEN` is set: for callbacks, set-webhook and doctor.
     pub telegram: Option<Arc<TelegramClient>>,
     /// Present when `POSTONCE_TABLE` is set: for `table create` and doctor.
     pub dynamo: Option<Arc<DynamoStore>>,
-    /// The shared HTTP client (LinkedIn, Telegram).
+    /// The shared HTTP client (LinkedIn, X, Telegram).
     pub http: reqwest::Client,
 }
 
@@ -97,6 +102,8 @@ impl App {
             )),
         };
 
+        let adapters = crate::adapters::build(&config, &http, publisher.clone())?;
+
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
                 http.clone(),
@@ -125,6 +132,7 @@ impl App {
         Ok(Self {
             config,
             pipeline,
+            adapters,
             telegram,
             dynamo,
             http,
