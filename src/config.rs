@@ -154,7 +154,7 @@ pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
 pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
 
-/// The networks this version can post to, in `POSTONCE_TARGETS` order of the docs.
+/// The networks this version can post to (`POSTONCE_TARGETS` and a draft's `targets` name them).
 pub const SUPPORTED_TARGETS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
 
 /// The X credential variables, in the order [`Credentials`] holds them.
