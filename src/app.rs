@@ -16,10 +16,7 @@ use crate::notify::Notifier;
 use crate::pipeline::{Lane, Pipeline, Settings};
 use crate::publish::dry_run::DryRun;
 use crate::publish::linkedin::LinkedIn;
-use crate::publish::linkedin_target::LinkedInTarget;
 use crate::publish::network::{Network, NetworkAdapter};
-use crate::publish::telegram_channel::DryRunChannel;
-use crate::publish::x::XDryRun;
 use crate::publish::Publisher;
 use crate::record::dynamodb::DynamoStore;
 use crate::record::local::LocalStore;
@@ -29,11 +26,14 @@ use crate::record::RecordStore;
 pub struct App {
     pub config: Config,
     pub pipeline: Arc<Pipeline>,
+    /// One adapter per network this version posts to (linkedin, x, telegram), each a dry run
+    /// without its credentials ([`crate::adapters::build`]).
+    pub adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>>,
     /// Present when `TELEGRAM_BOT_TOKEN` is set: for callbacks, set-webhook and doctor.
     pub telegram: Option<Arc<TelegramClient>>,
     /// Present when `POSTONCE_TABLE` is set: for `table create` and doctor.
     pub dynamo: Option<Arc<DynamoStore>>,
-    /// The shared HTTP client (LinkedIn, Telegram).
+    /// The shared HTTP client (LinkedIn, X, Telegram).
     pub http: reqwest::Client,
 }
 
@@ -94,25 +94,6 @@ impl Stores {
     }
 }
 
-/// An adapter for every network this version posts to (a dry run where credentials are
-/// missing).
-fn target_adapters(
-    config: &Config,
-    linkedin: Arc<dyn Publisher>,
-) -> BTreeMap<Network, Arc<dyn NetworkAdapter>> {
-    let mut adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>> = BTreeMap::new();
-    adapters.insert(Network::Linkedin, Arc::new(LinkedInTarget::new(linkedin)));
-    adapters.insert(
-        Network::X,
-        Arc::new(XDryRun::new(crate::publish::x::DEFAULT_API)),
-    );
-    adapters.insert(
-        Network::Telegram,
-        Arc::new(DryRunChannel::new(&config.telegram_api_url, None)),
-    );
-    adapters
-}
-
 impl App {
     /// Builds clients and stores from `config`.
     ///
@@ -136,6 +117,8 @@ impl App {
             )),
         };
 
+        let adapters = crate::adapters::build(&config, &http, publisher.clone())?;
+
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
                 http.clone(),
@@ -153,7 +136,6 @@ impl App {
         };
 
         let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
-        let adapters = target_adapters(&config, publisher.clone());
         // Each target's state lives in the real stores, or in the dry-run ones when its
         // adapter is a dry run: a dry run never touches real state. Each store is built once.
         let mut stores: Vec<(bool, Stores)> = Vec::new();
@@ -169,8 +151,12 @@ impl App {
                 }
             };
             let budget = match network {
-                Network::Telegram => config.timeouts.telegram,
-                _ => config.timeouts.linkedin,
+                Network::Linkedin => config.timeouts.linkedin,
+                Network::X => config.timeouts.x,
+                // The channel's calls are Bot API calls, as the owner's reports are.
+                Network::Telegram | Network::Mastodon | Network::Bluesky => {
+                    config.timeouts.telegram
+                }
             };
             lanes.insert(
                 *network,
@@ -200,11 +186,12 @@ impl App {
             publisher,
             notifier,
             settings: Settings::from_config(&config),
-            default_targets: vec![Network::Linkedin],
+            default_targets: config.targets.clone(),
         });
         Ok(Self {
             config,
             pipeline,
+            adapters,
             telegram,
             dynamo,
             http,

@@ -29,7 +29,8 @@ async fn a_panic_after_claiming_releases_the_claim() {
     let _turn = TURN.lock().await;
     let env = Env::start().await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
-    for point in ["after-claim", "after-check", "after-image", "after-upload"] {
+    let points = ["after-claim", "after-check", "after-image", "after-upload"];
+    for point in points {
         let key = env.key();
         let before = env.linkedin.create_requests();
         fail::cfg(point, "panic").expect("fail point");
