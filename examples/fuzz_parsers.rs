@@ -115,8 +115,17 @@ fn ci(data: &[u8]) {
     let _ =
         postonce::triggers::ci::signature_valid(b"secret", data, std::str::from_utf8(data).ok());
     if let Ok(v) = serde_json::from_slice::<Value>(data) {
-        let _ = postonce::triggers::parse_draft(&v, true, &policy);
+        if let Ok((_, Some(content))) = postonce::triggers::parse_draft(&v, true, &policy) {
+            // Every target's text counted its network's way, on whatever got through.
+            for text in content.captions.values().chain([&content.caption]) {
+                let _ = postonce::publish::x::weighted_len(text);
+                let _ = postonce::publish::telegram_channel::caption_len(text);
+                let _ = postonce::publish::little_text::char_count(text);
+                let _ = postonce::publish::little_text::escape(text);
+            }
+        }
         let _ = postonce::triggers::parse_draft(&v, false, &policy);
+        let _ = postonce::triggers::parse_targets(&v);
     }
 }
 
@@ -157,6 +166,7 @@ fn main() {
             vec![
                 r#"{"kind":"blog","slug":"hello-world","caption":"Hello #rust (v2)","image_url":"https://cdn.example.com/a.png","link":"https://x.dev/p","alt":"alt"}"#,
                 r#"{"kind":"blog","slug":"x"}"#,
+                r#"{"kind":"blog","slug":"t","caption":"Hi https://t.co/x 🎉","image_url":"https://cdn.example.com/a.png","targets":["linkedin","x","telegram"],"captions":{"x":"short <b>&amp;","telegram":"<i>tg</i>"}}"#,
             ],
             ci,
         ),
@@ -170,7 +180,13 @@ fn main() {
         ),
         (
             "callback data",
-            vec!["retry:blog-hello-world", "done:blog-x", "force:abc-d-e"],
+            vec![
+                "retry:blog-hello-world",
+                "done:blog-x",
+                "force:abc-d-e",
+                "retry:blog-x@x",
+                "force:blog-x@telegram",
+            ],
             callback,
         ),
         (

@@ -1,6 +1,7 @@
 //! Builds the process's clients once (cold start) from a validated [`Config`] and wires them
 //! into the pipeline and the router. Nothing here is built per invocation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,9 +13,10 @@ use crate::image::ImageFetcher;
 use crate::notify::log::LogNotifier;
 use crate::notify::telegram::{TelegramClient, TelegramNotifier};
 use crate::notify::Notifier;
-use crate::pipeline::{Pipeline, Settings};
+use crate::pipeline::{Lane, Pipeline, Settings};
 use crate::publish::dry_run::DryRun;
 use crate::publish::linkedin::LinkedIn;
+use crate::publish::network::{Network, NetworkAdapter};
 use crate::publish::Publisher;
 use crate::record::dynamodb::DynamoStore;
 use crate::record::local::LocalStore;
@@ -24,11 +26,14 @@ use crate::record::RecordStore;
 pub struct App {
     pub config: Config,
     pub pipeline: Arc<Pipeline>,
+    /// One adapter per network this version posts to (linkedin, x, telegram), each a dry run
+    /// without its credentials ([`crate::adapters::build`]).
+    pub adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>>,
     /// Present when `TELEGRAM_BOT_TOKEN` is set: for callbacks, set-webhook and doctor.
     pub telegram: Option<Arc<TelegramClient>>,
     /// Present when `POSTONCE_TABLE` is set: for `table create` and doctor.
     pub dynamo: Option<Arc<DynamoStore>>,
-    /// The shared HTTP client (LinkedIn, Telegram).
+    /// The shared HTTP client (LinkedIn, X, Telegram).
     pub http: reqwest::Client,
 }
 
@@ -48,15 +53,16 @@ pub fn http_client() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
-impl App {
-    /// Builds clients and stores from `config`.
-    ///
-    /// # Errors
-    /// A message naming what could not be set up and how to fix it.
-    pub async fn build(config: Config) -> Result<Self, String> {
-        let http = http_client()?;
+/// One namespace's stores (real or dry run).
+#[derive(Clone)]
+struct Stores {
+    claims: Arc<dyn ClaimStore>,
+    records: Arc<dyn RecordStore>,
+    dynamo: Option<Arc<DynamoStore>>,
+}
 
-        let dry_run = config.linkedin.is_none();
+impl Stores {
+    async fn build(config: &Config, dry_run: bool) -> Result<Self, String> {
         let claims: Arc<dyn ClaimStore> = match &config.redis_url {
             Some(url) => Arc::new(
                 RedisClaims::new(url, config.timeouts.redis, dry_run).map_err(|e| e.to_string())?,
@@ -68,11 +74,10 @@ impl App {
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };
-
         let mut dynamo = None;
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {
-                let store = Arc::new(DynamoStore::connect(&config, table, dry_run).await);
+                let store = Arc::new(DynamoStore::connect(config, table, dry_run).await);
                 dynamo = Some(store.clone());
                 store
             }
@@ -81,6 +86,21 @@ impl App {
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };
+        Ok(Self {
+            claims,
+            records,
+            dynamo,
+        })
+    }
+}
+
+impl App {
+    /// Builds clients and stores from `config`.
+    ///
+    /// # Errors
+    /// A message naming what could not be set up and how to fix it.
+    pub async fn build(config: Config) -> Result<Self, String> {
+        let http = http_client()?;
 
         let publisher: Arc<dyn Publisher> = match &config.linkedin {
             Some(li) => Arc::new(LinkedIn::new(
@@ -96,6 +116,8 @@ impl App {
                 &config.linkedin_version,
             )),
         };
+
+        let adapters = crate::adapters::build(&config, &http, publisher.clone())?;
 
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
@@ -114,17 +136,62 @@ impl App {
         };
 
         let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
+        // Each target's state lives in the real stores, or in the dry-run ones when its
+        // adapter is a dry run: a dry run never touches real state. Each store is built once.
+        let mut stores: Vec<(bool, Stores)> = Vec::new();
+        let mut lanes = BTreeMap::new();
+        for (network, adapter) in &adapters {
+            let dry = adapter.is_dry_run();
+            let built = match stores.iter().find(|(d, _)| *d == dry) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Stores::build(&config, dry).await?;
+                    stores.push((dry, s.clone()));
+                    s
+                }
+            };
+            let budget = match network {
+                Network::Linkedin => config.timeouts.linkedin,
+                Network::X => config.timeouts.x,
+                // The channel's calls are Bot API calls, as the owner's reports are.
+                Network::Telegram | Network::Mastodon | Network::Bluesky => {
+                    config.timeouts.telegram
+                }
+            };
+            lanes.insert(
+                *network,
+                Arc::new(Lane {
+                    network: *network,
+                    adapter: adapter.clone(),
+                    claims: built.claims.clone(),
+                    records: built.records.clone(),
+                    images: images.clone(),
+                    settings: Settings::from_config(&config),
+                    budget,
+                }),
+            );
+        }
+        let linkedin = lanes
+            .get(&Network::Linkedin)
+            .cloned()
+            .ok_or_else(|| "internal error: no LinkedIn lane".to_owned())?;
+        let dynamo = stores
+            .iter()
+            .find(|(d, _)| *d == linkedin.adapter.is_dry_run())
+            .and_then(|(_, s)| s.dynamo.clone());
         let pipeline = Arc::new(Pipeline {
-            claims,
-            records,
+            claims: linkedin.claims.clone(),
+            records: linkedin.records.clone(),
+            lanes,
             publisher,
-            images,
             notifier,
             settings: Settings::from_config(&config),
+            default_targets: config.targets.clone(),
         });
         Ok(Self {
             config,
             pipeline,
+            adapters,
             telegram,
             dynamo,
             http,

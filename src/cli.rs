@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::key::PostKey;
 use crate::outcome::Outcome;
 use crate::pipeline::{new_run_id, Action, PostRequest, Source};
-use crate::publish::little_text::MAX_CHARS;
+use crate::publish::network::Network;
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
@@ -49,6 +49,13 @@ enum Command {
         link: Option<String>,
         #[arg(long)]
         alt: Option<String>,
+        /// The networks to post to, comma-separated (linkedin,x,telegram); default
+        /// POSTONCE_TARGETS.
+        #[arg(long, value_delimiter = ',')]
+        targets: Vec<String>,
+        /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
+        #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
+        caption_for: Vec<String>,
         /// Print the outcome JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -145,8 +152,20 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             image,
             link,
             alt,
+            targets,
+            caption_for,
             ..
-        } => match post_request(&config, kind, slug, caption, image, link, alt) {
+        } => match post_request(
+            &config,
+            kind,
+            slug,
+            caption,
+            image,
+            link,
+            alt,
+            targets,
+            caption_for,
+        ) {
             Ok(req) => Some(req),
             Err(e) => return bad_input(e),
         },
@@ -173,6 +192,17 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             let Some(request) = post else {
                 return EXIT_BAD_INPUT;
             };
+            if let Some(content) = &request.content {
+                let all = app.pipeline.targets_for(&request.targets);
+                if let Err(e) = app.pipeline.check_text(content, &all) {
+                    let flag = match e.field.strip_prefix("captions.") {
+                        Some(n) => format!("--caption-for {n}="),
+                        None if e.field == "targets" => "--targets".to_owned(),
+                        None => "--caption".to_owned(),
+                    };
+                    return bad_input(format!("{flag}: {e}"));
+                }
+            }
             let outcome = app.pipeline.run(request, dl).await;
             print_outcome(&outcome, json);
             outcome.exit_code()
@@ -270,8 +300,37 @@ fn post_request(
     image: &Option<String>,
     link: &Option<String>,
     alt: &Option<String>,
+    targets: &[String],
+    caption_for: &[String],
 ) -> Result<PostRequest, String> {
     let key = PostKey::new(kind, slug).map_err(|e| e.to_string())?;
+    let mut networks = Vec::new();
+    for name in targets {
+        let n = Network::parse(name.trim()).ok_or_else(|| {
+            format!("--targets: {name:?} is not a network: use linkedin, x, telegram, mastodon or bluesky")
+        })?;
+        if !networks.contains(&n) {
+            networks.push(n);
+        }
+    }
+    let mut captions = std::collections::BTreeMap::new();
+    for pair in caption_for {
+        let (name, text) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--caption-for {pair:?}: expected NETWORK=TEXT"))?;
+        let n = Network::parse(name.trim()).ok_or_else(|| {
+            format!("--caption-for: {name:?} is not a network: use linkedin, x, telegram, mastodon or bluesky")
+        })?;
+        if text.trim().is_empty() {
+            return Err(format!("--caption-for {name}=: the caption is empty"));
+        }
+        captions.insert(n, text.to_owned());
+    }
+    if !captions.is_empty() && caption.is_none() {
+        return Err(
+            "--caption-for needs --caption and --image (the caption for the other targets)".into(),
+        );
+    }
     let content = match (caption, image) {
         (None, None) => {
             if link.is_some() || alt.is_some() {
@@ -284,11 +343,8 @@ fn post_request(
         }
         (None, Some(_)) => return Err("--image needs --caption".into()),
         (Some(caption), Some(image)) => {
-            let chars = caption.chars().count();
-            if caption.trim().is_empty() || chars > MAX_CHARS {
-                return Err(format!(
-                    "--caption has {chars} characters; LinkedIn takes 1 to {MAX_CHARS}"
-                ));
+            if caption.trim().is_empty() {
+                return Err("--caption is empty".into());
             }
             let image = if image.starts_with("https://") || image.starts_with("http://") {
                 config
@@ -309,18 +365,13 @@ fn post_request(
                     return Err("--link must be an http(s) URL".into());
                 }
             }
-            let content = DraftContent {
+            Some(DraftContent {
                 caption: caption.clone(),
                 image,
                 link: link.clone(),
                 alt: alt.clone(),
-                ..Default::default()
-            };
-            let total = crate::pipeline::full_text(&content).chars().count();
-            if total > MAX_CHARS {
-                return Err(format!("--caption with the link appended has {total} characters; LinkedIn takes at most {MAX_CHARS}"));
-            }
-            Some(content)
+                captions,
+            })
         }
     };
     Ok(PostRequest {
@@ -330,7 +381,7 @@ fn post_request(
         source: Source::Cli,
         run_id: new_run_id(),
         reply_to: None,
-        targets: Vec::new(),
+        targets: networks,
     })
 }
 
@@ -391,61 +442,89 @@ async fn status_all(app: &App, dl: Deadline, json: bool) -> i32 {
 }
 
 async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
-    let status = match app.pipeline.status(key, &dl).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("postonce: {e}");
-            return 4;
+    // Every target's state; LinkedIn's also at the top level, as before targets existed.
+    let mut targets = serde_json::Map::new();
+    let mut linkedin = None;
+    for network in app.pipeline.lanes.keys() {
+        let k = key.on(*network);
+        let status = match app.pipeline.status(&k, &dl).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("postonce: {}: {e}", network.as_str());
+                return 4;
+            }
+        };
+        let claim = status.claim.as_ref().map(|(value, ttl)| {
+            json!({
+                "value": value.raw(),
+                "ttl_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            })
+        });
+        let one = json!({
+            "record": status.snapshot.record,
+            "draft": status.snapshot.draft,
+            "claim": claim,
+        });
+        let has = status.snapshot.record.is_some()
+            || status.snapshot.draft.is_some()
+            || status.claim.is_some();
+        if *network == Network::Linkedin {
+            linkedin = Some(one.clone());
         }
-    };
-    let claim = status.claim.as_ref().map(|(value, ttl)| {
-        json!({
-            "value": value.raw(),
-            "ttl_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        })
-    });
+        if has {
+            targets.insert(network.as_str().to_owned(), one);
+        }
+        if !json && (has || *network == Network::Linkedin) {
+            print_target_status(&k, *network, &status);
+        }
+    }
+    let top = linkedin.unwrap_or_else(|| json!({"record": null, "draft": null, "claim": null}));
     let out = json!({
         "key": key.to_string(),
-        "record": status.snapshot.record,
-        "draft": status.snapshot.draft,
-        "claim": claim,
+        "record": top["record"],
+        "draft": top["draft"],
+        "claim": top["claim"],
+        "targets": targets,
     });
     if json {
         println!("{out}");
-    } else {
-        println!("key:    {key}");
-        match &status.snapshot.record {
-            Some(r) => println!(
-                "record: posted {} at {} by {} ({})",
-                r.urn
-                    .as_deref()
-                    .unwrap_or("(no URN: confirmed by the owner)"),
-                r.posted_at,
-                r.source,
-                r.run
-            ),
-            None => println!("record: none (not posted)"),
-        }
-        match &status.snapshot.draft {
-            Some(d) => println!(
-                "draft:  {} (attempts {}{})",
-                d.status.as_str(),
-                d.attempts,
-                d.last_error
-                    .as_deref()
-                    .map(|e| format!("; last error: {e}"))
-                    .unwrap_or_default()
-            ),
-            None => println!("draft:  none"),
-        }
-        match &status.claim {
-            Some((v, ttl)) => println!(
-                "claim:  {} (expires in {:?})",
-                v.raw(),
-                ttl.unwrap_or_default()
-            ),
-            None => println!("claim:  none"),
-        }
     }
     0
+}
+
+fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline::Status) {
+    println!("{}  ({key})", network.as_str());
+    match &status.snapshot.record {
+        Some(r) => println!(
+            "  record: posted {} at {} by {} ({})",
+            r.url
+                .as_deref()
+                .or(r.urn.as_deref())
+                .unwrap_or("(no id: confirmed by the owner, or the network did not name it)"),
+            r.posted_at,
+            r.source,
+            r.run
+        ),
+        None => println!("  record: none (not posted)"),
+    }
+    match &status.snapshot.draft {
+        Some(d) => println!(
+            "  draft:  {} (attempts {}{})",
+            d.status.as_str(),
+            d.attempts,
+            d.last_error
+                .as_deref()
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default()
+        ),
+        None => println!("  draft:  none"),
+    }
+    match &status.claim {
+        Some((v, ttl)) => println!(
+            "  claim:  {} (expires in {:?})",
+            v.raw(),
+            ttl.unwrap_or_default()
+        ),
+        None => println!("  claim:  none"),
+    }
 }

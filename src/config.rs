@@ -10,6 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::image::OriginPolicy;
+use crate::publish::network::Network;
+use crate::publish::oauth1::Credentials;
+use crate::publish::telegram_channel::parse_channel_id;
 
 /// A secret value (token, webhook secret, a URL with a password). `Debug` and `Display` print
 /// `***`; the value is only reachable through [`Secret::expose`].
@@ -70,7 +73,10 @@ pub struct Timeouts {
     pub image: Duration,
     pub redis: Duration,
     pub dynamodb: Duration,
+    /// The report bot and the Telegram channel target.
     pub telegram: Duration,
+    /// X (`POSTONCE_X_TIMEOUT_MS`).
+    pub x: Duration,
 }
 
 impl Default for Timeouts {
@@ -81,6 +87,7 @@ impl Default for Timeouts {
             redis: Duration::from_millis(8_000),
             dynamodb: Duration::from_millis(8_000),
             telegram: Duration::from_millis(8_000),
+            x: Duration::from_millis(10_000),
         }
     }
 }
@@ -106,6 +113,17 @@ pub struct Config {
     pub telegram_webhook_secret: Option<Secret>,
     pub telegram_allowed_users: Option<Vec<i64>>,
     pub webhook_secret: Option<Secret>,
+    /// The targets of a draft that names none (`POSTONCE_TARGETS`), in order, without
+    /// duplicates; never empty.
+    pub targets: Vec<Network>,
+    /// X's OAuth 1.0a user-context credentials; `None` means X is a dry run.
+    pub x: Option<Credentials>,
+    /// X API base (`X_API_URL`), without a trailing `/`.
+    pub x_api_url: String,
+    /// The channel to post to (`TELEGRAM_CHANNEL_ID`: `@name` or `-100…`), checked by
+    /// [`parse_channel_id`]. It is posted to with `TELEGRAM_BOT_TOKEN` through
+    /// `TELEGRAM_API_URL`; without either the token or this, the channel is a dry run.
+    pub telegram_channel_id: Option<String>,
     pub image_hosts: OriginPolicy,
     pub claim_ttl: Duration,
     pub function_timeout: Duration,
@@ -135,6 +153,66 @@ pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
 pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
+
+/// The networks this version can post to (`POSTONCE_TARGETS` and a draft's `targets` name them).
+pub const SUPPORTED_TARGETS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
+
+/// The X credential variables, in the order [`Credentials`] holds them.
+pub const X_CREDENTIAL_VARS: [&str; 4] = [
+    "X_API_KEY",
+    "X_API_SECRET",
+    "X_ACCESS_TOKEN",
+    "X_ACCESS_TOKEN_SECRET",
+];
+
+/// One target name as `POSTONCE_TARGETS` (and a draft's `targets`) spell it: lower case,
+/// exact. `mastodon` and `bluesky` are networks this version cannot post to yet.
+///
+/// # Errors
+/// What is wrong with `name`, listing the valid names.
+pub fn parse_target(name: &str) -> Result<Network, String> {
+    let valid = SUPPORTED_TARGETS.map(Network::as_str).join(", ");
+    match Network::parse(name) {
+        Some(n) if SUPPORTED_TARGETS.contains(&n) => Ok(n),
+        Some(n) => Err(format!(
+            "{name:?} ({}) is not supported by this version yet; valid targets: {valid}",
+            n.label()
+        )),
+        None => {
+            let hint = match Network::parse(&name.to_ascii_lowercase()) {
+                Some(n) if SUPPORTED_TARGETS.contains(&n) => {
+                    format!(" (names are lower case: {})", n.as_str())
+                }
+                _ => String::new(),
+            };
+            Err(format!(
+                "{name:?} is not a target{hint}; valid targets: {valid}"
+            ))
+        }
+    }
+}
+
+/// A comma-separated target list: names trimmed, empty entries skipped, duplicates dropped
+/// (the first place kept).
+fn parse_targets(var: &'static str, list: &str) -> Result<Vec<Network>, ConfigError> {
+    let mut targets = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let n = parse_target(name).map_err(|e| bad(var, e))?;
+        if !targets.contains(&n) {
+            targets.push(n);
+        }
+    }
+    if targets.is_empty() {
+        return Err(bad(
+            var,
+            format!(
+                "{list:?} names no target; list one or more of {} (unset means linkedin)",
+                SUPPORTED_TARGETS.map(Network::as_str).join(", ")
+            ),
+        ));
+    }
+    Ok(targets)
+}
 
 impl Config {
     /// Reads the process environment.
@@ -323,6 +401,46 @@ impl Config {
             ));
         }
 
+        let targets = match get("POSTONCE_TARGETS") {
+            None => vec![Network::Linkedin],
+            Some(list) => parse_targets("POSTONCE_TARGETS", &list)?,
+        };
+
+        let x_values = X_CREDENTIAL_VARS.map(&get);
+        let x = match &x_values {
+            [Some(key), Some(secret), Some(token), Some(token_secret)] => Some(Credentials {
+                consumer_key: Secret::new(key.as_str()),
+                consumer_secret: Secret::new(secret.as_str()),
+                token: Secret::new(token.as_str()),
+                token_secret: Secret::new(token_secret.as_str()),
+            }),
+            [None, None, None, None] => None,
+            _ => {
+                let missing: Vec<&'static str> = X_CREDENTIAL_VARS
+                    .iter()
+                    .zip(&x_values)
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(var, _)| *var)
+                    .collect();
+                return Err(bad(
+                    missing[0],
+                    format!(
+                        "X needs all four of {} (or none, for a dry run): {} missing (each may also be given as <NAME>_PARAM, an SSM parameter name)",
+                        X_CREDENTIAL_VARS.join(", "),
+                        if missing.len() == 1 {
+                            format!("{} is", missing[0])
+                        } else {
+                            format!("{} are", missing.join(", "))
+                        }
+                    ),
+                ));
+            }
+        };
+        let x_api_url = base_url(&get, "X_API_URL", crate::publish::x::DEFAULT_API)?;
+        let telegram_channel_id = get("TELEGRAM_CHANNEL_ID")
+            .map(|v| parse_channel_id(&v))
+            .transpose()?;
+
         let image_hosts = match get("POSTONCE_IMAGE_HOSTS") {
             None => OriginPolicy::any_public_https(),
             Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
@@ -346,6 +464,7 @@ impl Config {
             redis: millis(&get, "POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
             dynamodb: millis(&get, "POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
             telegram: millis(&get, "POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
+            x: millis(&get, "POSTONCE_X_TIMEOUT_MS", 10_000)?,
         };
         for (var, t) in [
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
@@ -353,6 +472,7 @@ impl Config {
             ("POSTONCE_REDIS_TIMEOUT_MS", timeouts.redis),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
+            ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
         ] {
             if t >= function_timeout {
                 return Err(bad(
@@ -380,14 +500,26 @@ impl Config {
         )?;
         // A re-send inside the budget of the request it reconciles could overtake it. (The
         // budget bounds how long our side keeps a request open: the call is dropped at it.)
-        let longest_budget = timeouts.linkedin;
+        // Every network a draft may be posted to counts, not only the default targets: a
+        // draft may name its own. (The channel's create runs on the Telegram budget.)
+        let budgets = [
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
+            ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
+        ];
+        let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
         if reconcile_after <= longest_budget {
+            let named: Vec<String> = budgets
+                .iter()
+                .map(|(var, t)| format!("{var} {}ms", t.as_millis()))
+                .collect();
             return Err(bad(
                 "POSTONCE_RECONCILE_AFTER_S",
                 format!(
-                    "{}s is not longer than the longest a create request may stay in flight ({}s, POSTONCE_LINKEDIN_TIMEOUT_MS); a re-send that soon could race the first request",
+                    "{}s is not longer than the longest a create request may stay in flight ({}s; the budgets of the networks posted to: {}); a re-send that soon could race the first request",
                     reconcile_after.as_secs(),
-                    longest_budget.as_secs_f64().ceil()
+                    longest_budget.as_secs_f64().ceil(),
+                    named.join(", ")
                 ),
             ));
         }
@@ -435,6 +567,10 @@ impl Config {
             telegram_webhook_secret,
             telegram_allowed_users,
             webhook_secret,
+            targets,
+            x,
+            x_api_url,
+            telegram_channel_id,
             image_hosts,
             claim_ttl,
             function_timeout,
@@ -533,12 +669,32 @@ mod tests {
             err.to_string().contains("POSTONCE_LINKEDIN_TIMEOUT_MS"),
             "{err}"
         );
-        let ok = load(&[
+        let short = [
             ("POSTONCE_RECONCILE_AFTER_S", "3"),
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", "2500"),
-        ])
-        .unwrap();
+            ("POSTONCE_X_TIMEOUT_MS", "2500"),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", "2500"),
+        ];
+        let ok = load(&short).unwrap();
         assert_eq!(ok.reconcile_after, Duration::from_secs(3));
+        // Every network posted to counts: the X and the channel's (Telegram) budgets too,
+        // whatever POSTONCE_TARGETS says, since a draft may name its own targets.
+        for var in ["POSTONCE_X_TIMEOUT_MS", "POSTONCE_TELEGRAM_TIMEOUT_MS"] {
+            let mut pairs = short.to_vec();
+            pairs.retain(|(k, _)| *k != var);
+            pairs.push((var, "3000"));
+            let err = load(&pairs).unwrap_err();
+            assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S", "{var}");
+            let msg = err.to_string();
+            for named in [
+                "POSTONCE_LINKEDIN_TIMEOUT_MS",
+                "POSTONCE_X_TIMEOUT_MS",
+                "POSTONCE_TELEGRAM_TIMEOUT_MS",
+            ] {
+                assert!(msg.contains(named), "{msg}");
+            }
+            assert!(msg.contains(&format!("{var} 3000ms")), "{msg}");
+        }
         let err = load(&[
             ("POSTONCE_RECONCILE_AFTER_S", "600"),
             ("POSTONCE_RECONCILE_WINDOW_S", "600"),
@@ -610,6 +766,25 @@ mod tests {
             ),
             (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
             (vec![("POSTONCE_TABLE", "postonce")], "REDIS_URL"),
+            (
+                vec![("POSTONCE_TARGETS", "linkedin,myspace")],
+                "POSTONCE_TARGETS",
+            ),
+            (vec![("POSTONCE_TARGETS", " , ")], "POSTONCE_TARGETS"),
+            (vec![("X_API_URL", "api.x.com")], "X_API_URL"),
+            (vec![("X_API_SECRET", "s")], "X_API_KEY"),
+            (
+                vec![("TELEGRAM_CHANNEL_ID", "mychannel")],
+                "TELEGRAM_CHANNEL_ID",
+            ),
+            (
+                vec![("POSTONCE_X_TIMEOUT_MS", "60000")],
+                "POSTONCE_X_TIMEOUT_MS",
+            ),
+            (
+                vec![("POSTONCE_X_TIMEOUT_MS", "ten")],
+                "POSTONCE_X_TIMEOUT_MS",
+            ),
         ] {
             let err = load(&pairs).unwrap_err();
             assert_eq!(err.var, var, "{pairs:?}: {err}");
@@ -626,16 +801,157 @@ mod tests {
             ("TELEGRAM_CHAT_ID", "42"),
             ("POSTONCE_WEBHOOK_SECRET", "hmac-secret-0123456789"),
             ("REDIS_URL", "rediss://default:redis-password@host:6379"),
+            ("X_API_KEY", "x-consumer-key-value"),
+            ("X_API_SECRET", "x-consumer-secret-value"),
+            ("X_ACCESS_TOKEN", "x-access-token-value"),
+            ("X_ACCESS_TOKEN_SECRET", "x-token-secret-value"),
         ])
         .unwrap();
+        assert!(c.x.is_some());
         let shown = format!("{c:?}");
         for secret in [
             "AQX-very-secret-token",
             "tg-secret-token",
             "hmac-secret-0123456789",
             "redis-password",
+            "x-consumer-key-value",
+            "x-consumer-secret-value",
+            "x-access-token-value",
+            "x-token-secret-value",
         ] {
             assert!(!shown.contains(secret), "{secret} leaked in Debug");
+        }
+    }
+
+    #[test]
+    fn targets_default_to_linkedin_and_keep_their_order_without_duplicates() {
+        assert_eq!(load(&[]).unwrap().targets, vec![Network::Linkedin]);
+        // An empty value is unset, as for every variable.
+        assert_eq!(
+            load(&[("POSTONCE_TARGETS", "  ")]).unwrap().targets,
+            vec![Network::Linkedin]
+        );
+        assert_eq!(
+            load(&[("POSTONCE_TARGETS", " telegram , x,telegram,, linkedin,x ")])
+                .unwrap()
+                .targets,
+            vec![Network::Telegram, Network::X, Network::Linkedin]
+        );
+        assert_eq!(
+            load(&[("POSTONCE_TARGETS", "x")]).unwrap().targets,
+            vec![Network::X]
+        );
+    }
+
+    #[test]
+    fn target_errors_name_the_variable_and_the_valid_names() {
+        let err = load(&[("POSTONCE_TARGETS", "linkedin,myspace")]).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_TARGETS");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"myspace\"") && msg.contains("linkedin, x, telegram"),
+            "{msg}"
+        );
+        // Case-sensitive, with a hint.
+        let msg = load(&[("POSTONCE_TARGETS", "LinkedIn")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("lower case: linkedin"), "{msg}");
+        // Known networks this version cannot post to yet.
+        for name in ["mastodon", "bluesky"] {
+            let err = load(&[("POSTONCE_TARGETS", &format!("linkedin,{name}"))]).unwrap_err();
+            assert_eq!(err.var, "POSTONCE_TARGETS");
+            assert!(
+                err.to_string()
+                    .contains("not supported by this version yet"),
+                "{err}"
+            );
+        }
+        let err = load(&[("POSTONCE_TARGETS", ",,")]).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_TARGETS");
+        assert!(err.to_string().contains("names no target"), "{err}");
+        assert_eq!(parse_target("x"), Ok(Network::X));
+        assert!(parse_target("X").is_err());
+    }
+
+    #[test]
+    fn x_credentials_are_all_four_or_none() {
+        let all = [
+            ("X_API_KEY", "k"),
+            ("X_API_SECRET", "s"),
+            ("X_ACCESS_TOKEN", "t"),
+            ("X_ACCESS_TOKEN_SECRET", "ts"),
+        ];
+        let c = load(&all).unwrap();
+        let x = c.x.expect("credentials");
+        assert_eq!(
+            [
+                x.consumer_key.expose(),
+                x.consumer_secret.expose(),
+                x.token.expose(),
+                x.token_secret.expose()
+            ],
+            ["k", "s", "t", "ts"]
+        );
+        assert!(load(&[]).unwrap().x.is_none());
+        // Any partial set is refused, naming every missing variable.
+        for mask in 1..15u8 {
+            let given: Vec<(&str, &str)> = all
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, p)| *p)
+                .collect();
+            let missing: Vec<&str> = all
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) == 0)
+                .map(|(_, (k, _))| *k)
+                .collect();
+            let err = load(&given).unwrap_err();
+            assert_eq!(err.var, missing[0], "{given:?}");
+            let msg = err.to_string();
+            let verb = if missing.len() == 1 { "is" } else { "are" };
+            assert!(
+                msg.contains(&format!("{} {verb} missing", missing.join(", "))),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn x_api_url_and_timeout_have_defaults_and_are_validated() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.x_api_url, "https://api.x.com");
+        assert_eq!(c.timeouts.x, Duration::from_millis(10_000));
+        let c = load(&[
+            ("X_API_URL", "http://127.0.0.1:9999/"),
+            ("POSTONCE_X_TIMEOUT_MS", "2500"),
+        ])
+        .unwrap();
+        assert_eq!(c.x_api_url, "http://127.0.0.1:9999");
+        assert_eq!(c.timeouts.x, Duration::from_millis(2500));
+        assert_eq!(
+            load(&[("X_API_URL", "ftp://api.x.com")]).unwrap_err().var,
+            "X_API_URL"
+        );
+    }
+
+    #[test]
+    fn the_channel_id_is_checked() {
+        assert!(load(&[]).unwrap().telegram_channel_id.is_none());
+        for ok in ["@postonce_chan", "-1001234567890"] {
+            assert_eq!(
+                load(&[("TELEGRAM_CHANNEL_ID", ok)])
+                    .unwrap()
+                    .telegram_channel_id
+                    .as_deref(),
+                Some(ok)
+            );
+        }
+        for bad in ["postonce_chan", "@abc", "1234567890", "-100"] {
+            let err = load(&[("TELEGRAM_CHANNEL_ID", bad)]).unwrap_err();
+            assert_eq!(err.var, "TELEGRAM_CHANNEL_ID", "{bad}");
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::key::PostKey;
-use crate::publish::PublishError;
+use crate::publish::network::{Network, PostError};
 
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,10 @@ pub async fn doctor(app: &App) -> Vec<Check> {
 
     checks.push(check("Redis", redis(app).await));
     checks.push(check("records", records(app).await));
-    checks.push(check("LinkedIn", linkedin(app).await));
+    // One harmless read per configured target (POSTONCE_TARGETS), through its adapter.
+    for network in &c.targets {
+        checks.push(check(target_name(*network), target(app, *network).await));
+    }
     checks.push(check("Telegram", telegram(app).await));
     checks.push(Check {
         name: "image hosts",
@@ -130,18 +133,58 @@ async fn records(app: &App) -> Result<String, String> {
     }
 }
 
-async fn linkedin(app: &App) -> Result<String, String> {
-    match bounded(app.pipeline.publisher.check()).await {
+/// A target's line name (the report bot keeps "Telegram").
+fn target_name(network: Network) -> &'static str {
+    match network {
+        Network::Linkedin => "LinkedIn",
+        Network::X => "X",
+        Network::Telegram => "Telegram channel",
+        Network::Mastodon => "Mastodon",
+        Network::Bluesky => "Bluesky",
+    }
+}
+
+/// The variable that says where the network's API is.
+fn api_var(network: Network) -> &'static str {
+    match network {
+        Network::Linkedin => "LINKEDIN_API_URL",
+        Network::X => "X_API_URL",
+        Network::Telegram => "TELEGRAM_API_URL",
+        Network::Mastodon => "MASTODON_URL",
+        Network::Bluesky => "BLUESKY_PDS_URL",
+    }
+}
+
+/// `adapter.check()` of one target: a dry run passes and names the variables to set.
+async fn target(app: &App, network: Network) -> Result<String, String> {
+    let Some(adapter) = app.adapters.get(&network) else {
+        return Err(format!(
+            "{} is not supported by this version: remove it from POSTONCE_TARGETS",
+            network.as_str()
+        ));
+    };
+    if adapter.is_dry_run() {
+        return Ok(crate::adapters::dry_run_note(&app.config, network));
+    }
+    let api = api_var(network);
+    match bounded(adapter.check()).await {
         Some(Ok(detail)) => Ok(detail),
-        Some(Err(PublishError::Rejected { status: 401, .. })) => {
-            Err("token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into())
-        }
-        Some(Err(PublishError::Rejected { status: 426, .. })) => Err(format!(
-            "LINKEDIN_VERSION {} is not active (426): update it to a current YYYYMM",
-            app.config.linkedin_version
+        Some(Err(e)) => Err(match (network, &e) {
+            (Network::Linkedin, PostError::Rejected { status: 401, .. }) => {
+                "token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into()
+            }
+            (Network::Linkedin, PostError::Rejected { status: 426, .. }) => format!(
+                "LINKEDIN_VERSION {} is not active (426): update it to a current YYYYMM",
+                app.config.linkedin_version
+            ),
+            (_, PostError::NotSent { .. } | PostError::InDoubt { .. }) => {
+                format!("{e}; check {api} and the network")
+            }
+            _ => e.to_string(),
+        }),
+        None => Err(format!(
+            "no answer within {CHECK_TIMEOUT:?}; check {api} and the network"
         )),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err(format!("no answer within {CHECK_TIMEOUT:?}; check LINKEDIN_API_URL and the network")),
     }
 }
 

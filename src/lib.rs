@@ -5,6 +5,7 @@
 //! them out against real services; [`triggers`] turn events into runs; [`lambda`], [`serve`] and
 //! [`cli`] are transports. See DESIGN.md for the why.
 
+pub mod adapters;
 pub mod app;
 pub mod budget;
 pub mod claim;

@@ -135,14 +135,16 @@ impl Outcome {
             })
             .collect();
         if parts.len() == 1 {
-            let mut only = parts.into_iter().next().unwrap_or_else(|| {
-                Outcome::new(key, OutcomeKind::Failed, "no target to post to")
-            });
+            let mut only = parts
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| Outcome::new(key, OutcomeKind::Failed, "no target to post to"));
             only.url = only.post_url();
             only.targets = Some(entries);
             return only;
         }
-        let on_network = |k: OutcomeKind| matches!(k, OutcomeKind::Posted | OutcomeKind::AlreadyPosted);
+        let on_network =
+            |k: OutcomeKind| matches!(k, OutcomeKind::Posted | OutcomeKind::AlreadyPosted);
         let done = parts.iter().filter(|p| on_network(p.outcome)).count();
         let first = parts.first().map_or(OutcomeKind::Failed, |p| p.outcome);
         let kind = if done == parts.len() {
@@ -226,7 +228,10 @@ impl Outcome {
         if self.parts.is_empty() {
             return self.own_buttons(false);
         }
-        self.parts.iter().flat_map(|p| p.own_buttons(true)).collect()
+        self.parts
+            .iter()
+            .flat_map(|p| p.own_buttons(true))
+            .collect()
     }
 
     /// This target's buttons. `named`: one of several targets, so every button names it.

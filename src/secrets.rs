@@ -15,20 +15,30 @@ use aws_sdk_ssm::error::DisplayErrorContext;
 use crate::config::ConfigError;
 
 /// Variables that may be given by reference as `<NAME>_PARAM`.
-pub const BY_REFERENCE: [&str; 5] = [
+pub const BY_REFERENCE: [&str; 9] = [
     "LINKEDIN_ACCESS_TOKEN",
     "TELEGRAM_BOT_TOKEN",
     "TELEGRAM_WEBHOOK_SECRET",
     "POSTONCE_WEBHOOK_SECRET",
     "REDIS_URL",
+    "X_API_KEY",
+    "X_API_SECRET",
+    "X_ACCESS_TOKEN",
+    "X_ACCESS_TOKEN_SECRET",
 ];
 
+/// The `<NAME>_PARAM` variable of each [`BY_REFERENCE`] name (spelled out: the template check,
+/// scripts/check_template.py, reads the names from this file).
 fn param_var(var: &str) -> &'static str {
     match var {
         "LINKEDIN_ACCESS_TOKEN" => "LINKEDIN_ACCESS_TOKEN_PARAM",
         "TELEGRAM_BOT_TOKEN" => "TELEGRAM_BOT_TOKEN_PARAM",
         "TELEGRAM_WEBHOOK_SECRET" => "TELEGRAM_WEBHOOK_SECRET_PARAM",
         "POSTONCE_WEBHOOK_SECRET" => "POSTONCE_WEBHOOK_SECRET_PARAM",
+        "X_API_KEY" => "X_API_KEY_PARAM",
+        "X_API_SECRET" => "X_API_SECRET_PARAM",
+        "X_ACCESS_TOKEN" => "X_ACCESS_TOKEN_PARAM",
+        "X_ACCESS_TOKEN_SECRET" => "X_ACCESS_TOKEN_SECRET_PARAM",
         _ => "REDIS_URL_PARAM",
     }
 }
@@ -118,4 +128,36 @@ pub async fn resolve(
         }
     }
     Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_secret_has_its_own_param_variable() {
+        let mut seen = std::collections::HashSet::new();
+        for var in BY_REFERENCE {
+            let param = param_var(var);
+            assert_eq!(param, format!("{var}_PARAM"));
+            assert!(seen.insert(param), "{param} twice");
+        }
+    }
+
+    #[tokio::test]
+    async fn no_reference_means_no_aws_call() {
+        // X_API_KEY is given plainly, so its _PARAM is not read; nothing else is referenced.
+        let vars = [
+            ("X_API_KEY", "k"),
+            ("X_API_KEY_PARAM", "/postonce/x-api-key"),
+        ];
+        let got = resolve(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+        .await
+        .unwrap();
+        assert!(got.is_empty());
+    }
 }

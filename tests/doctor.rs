@@ -3,8 +3,10 @@
 mod support;
 
 use postonce::doctor::{doctor, set_webhook};
-use support::env::{build, Env, Stores, TG_SECRET};
+use support::env::{build, Env, Stores, TG_SECRET, TG_TOKEN};
 use support::linkedin::Mode;
+use support::tg_channel::{ChannelMode, TgChannelFake};
+use support::x::{XFake, ACCESS_TOKEN, ACCESS_TOKEN_SECRET, CONSUMER_KEY, CONSUMER_SECRET};
 
 fn line<'a>(checks: &'a [postonce::doctor::Check], name: &str) -> &'a postonce::doctor::Check {
     checks
@@ -82,6 +84,19 @@ async fn doctor_exit_codes_from_the_binary() {
     let text = String::from_utf8_lossy(&ok.stdout).to_string();
     assert_eq!(ok.status.code(), Some(0), "{text}");
     assert!(text.lines().all(|l| l.starts_with('✓')), "{text}");
+    let all = run(&[("POSTONCE_TARGETS", "linkedin,x,telegram")]);
+    let text = String::from_utf8_lossy(&all.stdout).to_string();
+    assert_eq!(all.status.code(), Some(0), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("✓ X: dry run: set X_API_KEY")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("✓ Telegram channel: dry run: set TELEGRAM_CHANNEL_ID")),
+        "{text}"
+    );
     env.linkedin.set_init_mode(Mode::Status(426));
     let bad = run(&[]);
     let text = String::from_utf8_lossy(&bad.stdout).to_string();
@@ -114,4 +129,117 @@ async fn set_webhook_sends_the_documented_request() {
     assert!(set_webhook(&env.app, "http://insecure.example/telegram")
         .await
         .is_err());
+}
+
+/// Lines named after the configured targets, in `POSTONCE_TARGETS` order.
+fn target_lines(checks: &[postonce::doctor::Check]) -> Vec<&'static str> {
+    checks
+        .iter()
+        .map(|c| c.name)
+        .filter(|n| ["LinkedIn", "X", "Telegram channel"].contains(n))
+        .collect()
+}
+
+#[tokio::test]
+async fn doctor_checks_each_target_with_one_harmless_read() {
+    // Without credentials, X and the channel are dry runs: they pass and name what to set.
+    let env = Env::with(
+        Stores::Local,
+        &[("POSTONCE_TARGETS", "telegram,linkedin,x")],
+    )
+    .await;
+    let c = doctor(&env.app).await;
+    assert_eq!(target_lines(&c), ["Telegram channel", "LinkedIn", "X"]);
+    let x = line(&c, "X");
+    assert!(x.ok, "{c:?}");
+    for var in [
+        "X_API_KEY",
+        "X_API_SECRET",
+        "X_ACCESS_TOKEN",
+        "X_ACCESS_TOKEN_SECRET",
+    ] {
+        assert!(x.detail.contains(var), "{x}");
+    }
+    assert!(x.detail.starts_with("dry run: set "), "{x}");
+    // The bot token is set (for the reports); only the channel id is missing.
+    let ch = line(&c, "Telegram channel");
+    assert!(ch.ok, "{c:?}");
+    assert_eq!(
+        ch.detail,
+        "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
+    );
+
+    // With credentials: GET /2/users/me at X; getMe and getChat at the channel; nothing posted.
+    let xf = XFake::start().await;
+    let chan = TgChannelFake::public(TG_TOKEN, "postonce_chan").await;
+    let mut vars = env.vars.clone();
+    for (k, v) in [
+        ("POSTONCE_TARGETS", "x,telegram".to_owned()),
+        ("X_API_KEY", CONSUMER_KEY.to_owned()),
+        ("X_API_SECRET", CONSUMER_SECRET.to_owned()),
+        ("X_ACCESS_TOKEN", ACCESS_TOKEN.to_owned()),
+        ("X_ACCESS_TOKEN_SECRET", ACCESS_TOKEN_SECRET.to_owned()),
+        ("X_API_URL", xf.uri()),
+        ("TELEGRAM_API_URL", chan.uri()),
+        ("TELEGRAM_CHANNEL_ID", chan.channel_id()),
+    ] {
+        vars.insert(k.to_owned(), v);
+    }
+    let app = build(&vars).await;
+    let c = doctor(&app).await;
+    for c in &c {
+        println!("{c}");
+    }
+    assert_eq!(target_lines(&c), ["X", "Telegram channel"], "{c:?}");
+    let x = line(&c, "X");
+    assert!(x.ok && x.detail.contains("@postonce_test"), "{x}");
+    assert_eq!(xf.me_requests(), 1);
+    assert_eq!(xf.bad_signatures(), 0);
+    assert_eq!(
+        (
+            xf.create_requests(),
+            xf.upload_requests(),
+            xf.posts_created()
+        ),
+        (0, 0, 0)
+    );
+    let ch = line(&c, "Telegram channel");
+    assert!(ch.ok && ch.detail.contains("@postonce_chan"), "{ch}");
+    // (The report bot's own check follows on the same Bot API fake: getMe, getWebhookInfo.)
+    assert_eq!(chan.methods()[..2], ["getMe", "getChat"]);
+    assert!(!chan.methods().iter().any(|m| m == "sendPhoto"));
+    assert_eq!((chan.send_photo_requests(), chan.messages_posted()), (0, 0));
+
+    // Broken parts name their fix.
+    chan.set_mode(ChannelMode::ChatNotFound);
+    let mut wrong = vars.clone();
+    wrong.insert("X_ACCESS_TOKEN_SECRET".into(), "not-the-secret".into());
+    let c = doctor(&build(&wrong).await).await;
+    println!("{}\n{}", line(&c, "X"), line(&c, "Telegram channel"));
+    let x = line(&c, "X");
+    assert!(
+        !x.ok && x.detail.contains("401") && x.detail.contains("X_ACCESS_TOKEN"),
+        "{x}"
+    );
+    let ch = line(&c, "Telegram channel");
+    assert!(!ch.ok && ch.detail.contains("TELEGRAM_CHANNEL_ID"), "{ch}");
+    let mut unreachable = vars.clone();
+    unreachable.insert("X_API_URL".into(), "http://127.0.0.1:9".into());
+    let c = doctor(&build(&unreachable).await).await;
+    println!("{}", line(&c, "X"));
+    let x = line(&c, "X");
+    assert!(!x.ok && x.detail.contains("X_API_URL"), "{x}");
+    assert_eq!(xf.create_requests() + chan.send_photo_requests(), 0);
+
+    for c in &c {
+        for secret in [
+            CONSUMER_KEY,
+            CONSUMER_SECRET,
+            ACCESS_TOKEN,
+            ACCESS_TOKEN_SECRET,
+            TG_TOKEN,
+        ] {
+            assert!(!c.detail.contains(secret), "{c}");
+        }
+    }
 }

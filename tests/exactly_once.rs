@@ -126,6 +126,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         run: "run-old".into(),
         source: "cli".into(),
         caption_hash: None,
+        url: None,
     };
     store
         .put_posted(&dry_record, now_s(), now_s() + 3600)
@@ -150,6 +151,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         run: "run-old".into(),
         caption_hash: None,
         last_sent_at: None,
+        request: None,
     };
     assert!(store
         .update_draft(
@@ -600,6 +602,7 @@ async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
         run: "run-old".into(),
         source: "cli".into(),
         caption_hash: None,
+        url: None,
     };
     store
         .put_posted(&dry_record, now_s(), now_s() + 3600)

@@ -3,8 +3,9 @@
 
 use postonce::image::OriginPolicy;
 use postonce::key::PostKey;
+use postonce::publish::network::Network;
 use postonce::triggers::telegram::{parse_data, parse_update, Update};
-use postonce::triggers::{ci::signature_valid, parse_draft};
+use postonce::triggers::{ci::signature_valid, parse_draft, parse_targets};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -23,7 +24,11 @@ fn json_value() -> impl Strategy<Value = Value> {
             Just("http://169.254.169.254/"),
             Just("file:///etc/passwd"),
             Just("Blog"),
-            Just("a--b")
+            Just("a--b"),
+            Just("x"),
+            Just("telegram"),
+            Just("linkedin"),
+            Just("myspace")
         ]
         .prop_map(|s| Value::String(s.to_owned())),
     ];
@@ -38,6 +43,11 @@ fn json_value() -> impl Strategy<Value = Value> {
                     Just("image_url".to_owned()),
                     Just("link".to_owned()),
                     Just("alt".to_owned()),
+                    Just("targets".to_owned()),
+                    Just("captions".to_owned()),
+                    Just("x".to_owned()),
+                    Just("telegram".to_owned()),
+                    Just("linkedin".to_owned()),
                     Just("update_id".to_owned()),
                     Just("callback_query".to_owned()),
                     Just("data".to_owned()),
@@ -75,6 +85,28 @@ proptest! {
     }
 
     #[test]
+    fn targets_and_captions_accept_only_known_networks(v in json_value(), targets in prop::collection::vec(prop_oneof![Just("linkedin"), Just("x"), Just("telegram"), Just("myspace"), Just(""), Just("X")], 0..5)) {
+        let mut body = json!({"kind": "blog", "slug": "t", "caption": "hi", "image_url": "https://cdn.example.com/a.png"});
+        body["targets"] = json!(targets);
+        body["captions"] = v;
+        match parse_targets(&body) {
+            Ok(parsed) => {
+                prop_assert!(!parsed.is_empty());
+                for t in &targets {
+                    prop_assert!(Network::parse(t).is_some(), "accepted {t:?}");
+                }
+            }
+            Err(e) => prop_assert_eq!(e.field.as_str(), "targets"),
+        }
+        if let Ok((_, Some(c))) = parse_draft(&body, true, &OriginPolicy::any_public_https()) {
+            for text in c.captions.values() {
+                prop_assert!(!text.trim().is_empty() && text.chars().count() <= 3000);
+            }
+            prop_assert!(body["captions"].is_null() || body["captions"].is_object());
+        }
+    }
+
+    #[test]
     fn raw_bytes_never_panic_any_parser(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let _ = parse_update(&bytes);
         let _ = signature_valid(b"k", &bytes, std::str::from_utf8(&bytes).ok());
@@ -101,11 +133,13 @@ proptest! {
     }
 
     #[test]
-    fn callback_data_accepts_only_valid_actions_and_keys(s in "(retry|done|force|post|)(:)?[a-z0-9-]{0,60}") {
+    fn callback_data_accepts_only_valid_actions_and_keys(s in "(retry|done|force|post|)(:)?[a-z0-9-]{0,60}(@(x|telegram|linkedin|myspace|))?") {
         if let Ok(press) = parse_data(&s) {
             prop_assert!(s.len() <= 64);
             prop_assert!(s.starts_with("retry:") || s.starts_with("done:") || s.starts_with("force:"));
-            prop_assert_eq!(s.split_once(':').map(|(_, k)| k.to_owned()), Some(press.key.to_string()));
+            let key = s.split_once(':').map(|(_, k)| k.split('@').next().unwrap_or_default().to_owned());
+            prop_assert_eq!(key, Some(press.key.to_string()));
+            prop_assert!(press.targets.len() <= 1);
         }
     }
 

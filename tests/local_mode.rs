@@ -664,6 +664,7 @@ async fn record_writes_racing_instances_create_once() {
                     run: format!("run-{i}"),
                     source: "cli".into(),
                     caption_hash: Some("ab12".into()),
+                    url: None,
                 };
                 (
                     record.clone(),

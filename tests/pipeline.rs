@@ -678,6 +678,7 @@ async fn record_write_is_create_if_absent() {
                 run: format!("run-{i}"),
                 source: "test".into(),
                 caption_hash: None,
+                url: None,
             };
             handles.push(tokio::spawn(async move {
                 store.put_posted(&record, 1, 2).await

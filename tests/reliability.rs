@@ -199,6 +199,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         run: "run-gone".into(),
         caption_hash: None,
         last_sent_at: None,
+        request: None,
     };
     assert!(env
         .app

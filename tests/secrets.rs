@@ -15,6 +15,10 @@ impl Respond for Ssm {
         let store = HashMap::from([
             ("/postonce/linkedin-token", "AQV-from-ssm"),
             ("/postonce/webhook", "hmac-from-ssm-0123456789"),
+            ("/postonce/x-api-key", "x-key-from-ssm"),
+            ("/postonce/x-api-secret", "x-secret-from-ssm"),
+            ("/postonce/x-access-token", "x-token-from-ssm"),
+            ("/postonce/x-access-token-secret", "x-token-secret-from-ssm"),
         ]);
         let mut found = vec![];
         let mut invalid = vec![];
@@ -101,4 +105,52 @@ async fn parameters_are_read_once_and_plain_variables_win() {
         .expect_err("missing parameter");
     assert_eq!(err.var, "TELEGRAM_BOT_TOKEN_PARAM");
     assert!(err.to_string().contains("/postonce/missing"), "{err}");
+}
+
+#[tokio::test]
+async fn the_x_credentials_resolve_by_reference_into_the_configuration() {
+    let ssm = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(header("x-amz-target", "AmazonSSM.GetParameters"))
+        .respond_with(Ssm)
+        .mount(&ssm)
+        .await;
+    let vars = HashMap::from([
+        ("AWS_ENDPOINT_URL_SSM", ssm.uri()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+        ("X_API_KEY_PARAM", "/postonce/x-api-key".to_owned()),
+        ("X_API_SECRET_PARAM", "/postonce/x-api-secret".to_owned()),
+        (
+            "X_ACCESS_TOKEN_PARAM",
+            "/postonce/x-access-token".to_owned(),
+        ),
+        (
+            "X_ACCESS_TOKEN_SECRET_PARAM",
+            "/postonce/x-access-token-secret".to_owned(),
+        ),
+    ]);
+    let got = postonce::secrets::resolve(lookup(vars.clone()))
+        .await
+        .expect("resolved");
+    assert_eq!(
+        ssm.received_requests().await.map_or(0, |r| r.len()),
+        1,
+        "the four X parameters in one GetParameters call"
+    );
+    let config = postonce::config::Config::from_lookup(|k| {
+        got.get(k).cloned().or_else(|| vars.get(k).cloned())
+    })
+    .expect("valid configuration");
+    let x = config.x.as_ref().expect("X credentials");
+    assert_eq!(x.consumer_key.expose(), "x-key-from-ssm");
+    assert_eq!(x.consumer_secret.expose(), "x-secret-from-ssm");
+    assert_eq!(x.token.expose(), "x-token-from-ssm");
+    assert_eq!(x.token_secret.expose(), "x-token-secret-from-ssm");
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains("from-ssm"),
+        "a secret leaked in Debug: {shown}"
+    );
 }

@@ -48,7 +48,7 @@ pub fn full_text(content: &DraftContent) -> String {
     }
 }
 
-impl Pipeline {
+impl Lane {
     /// Refuses a caption (normalized) that is already posted under another key, offering the
     /// owner *Post anyway*. `hash_hint`: the hash whose owner `snapshot` was loaded with.
     pub(super) async fn content_guard(
@@ -59,7 +59,7 @@ impl Pipeline {
         snapshot: &Snapshot,
         hash_hint: Option<&str>,
     ) -> Option<(Outcome, Finish)> {
-        let hash = caption_hash(&full_text(content));
+        let hash = self.text_hash(content);
         let owner = if hash_hint == Some(hash.as_str()) {
             Ok(snapshot.caption_owner.clone())
         } else {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Pipeline {
+impl Lane {
     /// The run while it holds the claim.
     pub(super) async fn claimed(
         &self,
@@ -17,7 +17,7 @@ impl Pipeline {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let hash_hint = req.content.as_ref().map(|c| caption_hash(&full_text(c)));
+        let hash_hint = req.content.as_ref().map(|c| self.text_hash(c));
         let loaded = dl
             .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
             .await;
@@ -34,7 +34,7 @@ impl Pipeline {
             .record
             .as_ref()
             .is_some_and(|r| r.urn.as_deref().is_some_and(is_dry_run_urn));
-        if dry_record && !self.publisher.is_dry_run() {
+        if dry_record && !self.adapter.is_dry_run() {
             // A dry run's record in the real namespace (an older version's): not a post.
             tracing::warn!("ignoring a dry run's record; this real run decides without it");
         } else if let Some(record) = snapshot.record.clone() {
@@ -114,7 +114,7 @@ impl Pipeline {
             DraftStatus::Failed,
             DraftStatus::NeedsReview,
         ];
-        if dry_record && !self.publisher.is_dry_run() {
+        if dry_record && !self.adapter.is_dry_run() {
             intent_from.push(DraftStatus::Posted);
         }
         let mut replaces = None;
@@ -123,7 +123,7 @@ impl Pipeline {
                 .pending
                 .as_ref()
                 .is_some_and(|p| is_dry_run_urn(&p.image_urn));
-            if dry_attempt && !self.publisher.is_dry_run() {
+            if dry_attempt && !self.adapter.is_dry_run() {
                 // A dry run's attempt in the real draft (only an older version could leave
                 // one): nothing was sent to LinkedIn, so there is nothing to reconcile.
                 tracing::warn!("ignoring a dry run's unknown attempt on the draft");

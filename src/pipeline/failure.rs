@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Pipeline {
+impl Lane {
     /// Nothing was posted after this run's intent was written: back from `unknown` to
     /// `failed` — only if the kept attempt is still this run's.
     pub(super) async fn fail_after_intent(
@@ -38,7 +38,7 @@ impl Pipeline {
             Ok(Snapshot {
                 record: Some(record),
                 ..
-            }) if self.publisher.is_dry_run()
+            }) if self.adapter.is_dry_run()
                 || !record.urn.as_deref().is_some_and(is_dry_run_urn) =>
             {
                 Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded meanwhile")
@@ -79,13 +79,13 @@ impl Pipeline {
         key: &PostKey,
         dl: &Deadline,
         step: &str,
-        gave: Gave<PublishError>,
+        gave: Gave<PostError>,
         attempts: u32,
     ) -> (Outcome, Finish) {
         match gave {
             Gave::Error(e) => {
                 let retry_after = match &e {
-                    PublishError::RateLimited { retry_after, .. } => *retry_after,
+                    PostError::RateLimited { retry_after, .. } => *retry_after,
                     _ => None,
                 };
                 let retryable = e.is_transient();

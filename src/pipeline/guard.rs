@@ -138,7 +138,7 @@ impl Progress {
     }
 }
 
-impl Pipeline {
+impl Lane {
     /// Everything up to and including the claim; then [`Self::claimed`] under the claim.
     pub(super) async fn decide(&self, req: &PostRequest, dl: &Deadline) -> Outcome {
         let key = &req.key;
@@ -193,7 +193,7 @@ impl Pipeline {
         }
         let mut acquired = self.acquire(req, dl).await;
         if let Ok(Acquire::Held(Some(ClaimValue::Posted(urn)))) = &acquired {
-            if is_dry_run_urn(urn) && !self.publisher.is_dry_run() {
+            if is_dry_run_urn(urn) && !self.adapter.is_dry_run() {
                 // A dry run's kept claim in the real namespace (only an older version could
                 // leave one): it proves nothing was posted. Drop it and claim again.
                 tracing::warn!(urn = %urn, "ignoring a dry run's kept claim; removing it");
@@ -228,7 +228,7 @@ impl Pipeline {
             Acquire::Acquired => {}
             Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => {}
             Acquire::Held(Some(ClaimValue::Posted(urn)))
-                if self.publisher.is_dry_run() || !is_dry_run_urn(&urn) =>
+                if self.adapter.is_dry_run() || !is_dry_run_urn(&urn) =>
             {
                 return self.repair(req, dl, urn).await
             }

@@ -29,14 +29,17 @@ mod record;
 mod repair;
 mod retry;
 mod sweep;
+mod targets;
 
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;
 pub use sweep::{SweepReport, Waiting};
+pub use targets::TextError;
 
 use guard::{Finish, Progress, Stage};
 use retry::{rate_limit_wait, retry_within, Gave};
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -51,9 +54,10 @@ use crate::image::{ImageError, ImageFetcher};
 use crate::key::PostKey;
 use crate::notify::{MessageRef, Notifier};
 use crate::outcome::{Outcome, OutcomeKind};
-use crate::publish::little_text::{self, MAX_CHARS};
-use crate::publish::network::Network;
-use crate::publish::{is_dry_run_urn, NewPost, PublishError, Publisher};
+use crate::publish::network::{
+    Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
+};
+use crate::publish::{is_dry_run_urn, Publisher};
 use crate::record::{
     now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord, PutPosted,
     RecordStore, Snapshot,
@@ -168,12 +172,32 @@ async fn fault(_name: &str) -> Option<String> {
 
 /// The run, wired to its ports. Built once per process.
 pub struct Pipeline {
+    /// One lane per network a draft can go to.
+    pub lanes: BTreeMap<Network, Arc<Lane>>,
+    /// LinkedIn's claim store (`claim:<key>`), for tools that look at it directly.
     pub claims: Arc<dyn ClaimStore>,
+    /// LinkedIn's record store; every real target shares it (each in its own names).
     pub records: Arc<dyn RecordStore>,
     pub publisher: Arc<dyn Publisher>,
-    pub images: Arc<ImageFetcher>,
     pub notifier: Arc<dyn Notifier>,
     pub settings: Settings,
+    /// The targets of a draft that names none (`POSTONCE_TARGETS`).
+    pub default_targets: Vec<Network>,
+}
+
+/// One target's run (DESIGN.md "Targets"): every rule of the pipeline, applied to one
+/// (draft, network) pair with that network's adapter, claim and record names and budget. The
+/// stores are the dry-run ones when the adapter is a dry run, so a dry run never touches real
+/// state.
+pub struct Lane {
+    pub network: Network,
+    pub adapter: Arc<dyn NetworkAdapter>,
+    pub claims: Arc<dyn ClaimStore>,
+    pub records: Arc<dyn RecordStore>,
+    pub images: Arc<ImageFetcher>,
+    pub settings: Settings,
+    /// The budget of one call to this network.
+    pub budget: Duration,
 }
 
 fn failed(key: &PostKey, retryable: bool, detail: impl Into<String>) -> Outcome {
@@ -187,24 +211,56 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "panic".into())
 }
 
-impl Pipeline {
-    /// Runs the pipeline for `req` within `dl`, reports the outcome, and returns it.
-    #[tracing::instrument(name = "run", skip_all, fields(key = %req.key, run = %req.run_id, source = req.source.as_str()))]
-    pub async fn run(&self, req: PostRequest, dl: Deadline) -> Outcome {
-        let mut outcome = self.decide(&req, &dl).await;
-        outcome.dry_run = self.publisher.is_dry_run()
-            && outcome.urn.as_deref().is_some_and(|u| u.contains("dryrun"));
-        tracing::info!(outcome = outcome.outcome.as_str(), urn = ?outcome.urn, retryable = outcome.retryable, detail = %outcome.detail, "run ended");
-        self.report(&req, &outcome, &dl).await;
-        outcome
+/// How a network lets an ambiguous create be settled (DESIGN.md "Targets"), chosen from what
+/// its adapter says it can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// After the quiet period and within the window, re-send the identical request: the
+    /// network's duplicate answer names the post (LinkedIn).
+    Resend,
+    /// After the quiet period, read the account's recent posts for the exact text; not
+    /// found, re-send (a duplicate answer then means it exists) (X).
+    ReadBack,
+    /// Nothing can tell: the owner is asked at once and nothing is re-sent (a channel).
+    AskOwner,
+}
+
+impl Lane {
+    /// This network's way to settle an ambiguous create.
+    pub(crate) fn settle(&self) -> Settle {
+        let caps = self.adapter.capabilities();
+        if caps.duplicate_names_post {
+            Settle::Resend
+        } else if caps.reads_back {
+            Settle::ReadBack
+        } else {
+            Settle::AskOwner
+        }
     }
 
-    pub(super) async fn report(&self, req: &PostRequest, outcome: &Outcome, dl: &Deadline) {
-        // The sweeper's own "another run is posting" is noise: the run holding the claim
-        // reports. Every trigger's outcome is reported, as the outcomes table says.
-        if outcome.outcome == OutcomeKind::BeingPosted && req.source == Source::Sweep {
-            return;
+    /// The caption hash this target indexes (content guard): LinkedIn's is the bare hash, so
+    /// existing entries still count; every other network has its own.
+    pub(crate) fn text_hash(&self, content: &DraftContent) -> String {
+        let hash = caption_hash(&full_text(content));
+        match self.network {
+            Network::Linkedin => hash,
+            n => format!("{hash}@{}", n.as_str()),
         }
+    }
+
+    /// One target's run: `req.key` names the target.
+    #[tracing::instrument(name = "target", skip_all, fields(target = %req.key, run = %req.run_id, source = req.source.as_str()))]
+    pub async fn run(&self, req: &PostRequest, dl: Deadline) -> Outcome {
+        let mut outcome = self.decide(req, &dl).await;
+        outcome.dry_run =
+            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.urn, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+        outcome
+    }
+}
+
+impl Pipeline {
+    pub(super) async fn report(&self, req: &PostRequest, outcome: &Outcome, dl: &Deadline) {
         match dl
             .finish(
                 self.settings.timeouts.telegram,
@@ -218,15 +274,24 @@ impl Pipeline {
         }
     }
 
-    /// The record, draft and claim of `key` as stored now (`postonce status`).
+    /// The lane of `network`, if this process has one.
+    pub fn lane(&self, network: Network) -> Option<&Arc<Lane>> {
+        self.lanes.get(&network)
+    }
+
+    /// The record, draft and claim of `key` (a per-target key names its target) as stored
+    /// now (`postonce status`).
     ///
     /// # Errors
     /// A message naming the store that failed.
     pub async fn status(&self, key: &PostKey, dl: &Deadline) -> Result<Status, String> {
+        let lane = self
+            .lane(key.network())
+            .ok_or_else(|| format!("{} is not a target of this version", key.network().as_str()))?;
         let t = self.settings.timeouts;
         let snapshot: Snapshot =
-            flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await)?;
-        let claim = flatten_value(dl.work(t.redis, self.claims.inspect(key)).await)?;
+            flatten_value(dl.work(t.dynamodb, lane.records.load(key, None)).await)?;
+        let claim = flatten_value(dl.work(t.redis, lane.claims.inspect(key)).await)?;
         Ok(Status { snapshot, claim })
     }
 }

@@ -10,8 +10,31 @@ pub(super) struct Takes<'a> {
     pub replaces: Option<&'a str>,
 }
 
-impl Pipeline {
-    /// Image → initializeUpload → upload → intent → create-post → record.
+/// What the intent keeps as the image's name: LinkedIn's image URN (as before targets), or
+/// the adapter's media reference as compact JSON.
+fn media_name(media: &MediaRef) -> String {
+    match media.0.get("image").and_then(|v| v.as_str()) {
+        Some(urn) => urn.to_owned(),
+        None => media.0.to_string(),
+    }
+}
+
+/// The create request an intent keeps. Intents written before targets existed are LinkedIn's
+/// and keep its fields instead.
+pub(crate) fn kept_request(pending: &PendingPost) -> PreparedPost {
+    pending.request.clone().unwrap_or_else(|| PreparedPost {
+        body: serde_json::json!({
+            "commentary": pending.commentary,
+            "image": pending.image_urn,
+            "alt": pending.alt,
+        }),
+        text: pending.commentary.clone(),
+        key: None,
+    })
+}
+
+impl Lane {
+    /// Image → upload → intent → create → record.
     pub(super) async fn publish(
         &self,
         req: &PostRequest,
@@ -23,14 +46,18 @@ impl Pipeline {
     ) -> (Outcome, Finish) {
         let (intent_from, replaces) = (takes.from, takes.replaces);
         let key = &req.key;
-        let t = self.settings.timeouts;
-        let chars = little_text::char_count(&full_text(content));
-        if chars == 0 || chars > MAX_CHARS {
-            let why =
-                format!("the caption has {chars} characters; LinkedIn takes 1 to {MAX_CHARS}");
+        let text = full_text(content);
+        let (len, max) = (self.adapter.text_len(&text), self.adapter.max_text());
+        if text.trim().is_empty() || len > max {
+            let why = format!(
+                "the text is {len} long counted {}'s way; {} takes 1 to {max}",
+                self.network.label(),
+                self.network.label()
+            );
             return self.fail(key, dl, why, false, attempts, None).await;
         }
 
+        let t = self.settings.timeouts;
         let image = match self
             .with_retries(
                 dl,
@@ -57,64 +84,45 @@ impl Pipeline {
         if let Some(why) = fault("after-image").await {
             return (failed(key, true, why), Finish::Release);
         }
+        let media = Media {
+            bytes: image.bytes.clone(),
+            content_type: image.content_type,
+            alt: content.alt.clone(),
+        };
 
-        let target = match self
+        let uploaded = match self
             .with_retries(
                 dl,
-                t.linkedin,
-                || self.publisher.initialize_upload(),
-                PublishError::is_transient,
+                self.budget,
+                || self.adapter.upload(&media),
+                PostError::is_transient,
                 rate_limit_wait,
             )
             .await
         {
-            Ok(target) => target,
+            Ok(uploaded) => uploaded,
             Err(gave) => {
                 return self
-                    .fail_publish(key, dl, "initializeUpload", gave, attempts)
+                    .fail_publish(key, dl, "image upload", gave, attempts)
                     .await
             }
         };
-        if let Some(why) = fault("after-initialize-upload").await {
-            return (failed(key, true, why), Finish::Release);
-        }
-
-        let uploaded = self
-            .with_retries(
-                dl,
-                t.linkedin,
-                || {
-                    self.publisher
-                        .upload_image(&target, image.bytes.clone(), image.content_type)
-                },
-                PublishError::is_transient,
-                rate_limit_wait,
-            )
-            .await;
-        if let Err(gave) = uploaded {
-            return self
-                .fail_publish(key, dl, "image upload", gave, attempts)
-                .await;
-        }
         if let Some(why) = fault("after-upload").await {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let post = NewPost {
-            commentary: little_text::escape(&full_text(content)),
-            image_urn: target.image_urn,
-            alt: content.alt.clone(),
-        };
+        let post = self.adapter.prepare(&text, &uploaded, &key.to_string());
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
         let pending = PendingPost {
-            commentary: post.commentary.clone(),
-            image_urn: post.image_urn.clone(),
-            alt: post.alt.clone(),
+            commentary: post.text.clone(),
+            image_urn: media_name(&uploaded),
+            alt: content.alt.clone(),
             at: now_s(),
             run: req.run_id.clone(),
-            caption_hash: Some(caption_hash(&full_text(content))),
+            caption_hash: Some(self.text_hash(content)),
             last_sent_at: None,
+            request: Some(post.clone()),
         };
         // Replacing another attempt (Post anyway, a dry run's trace) holds only while that
         // attempt is still the kept one: a reconcile that re-sent it meanwhile wins.
@@ -160,35 +168,45 @@ impl Pipeline {
                 Finish::Release,
             );
         }
-        // create-post gets its whole budget or is not sent: a sliver would only turn a clean
+        // The create gets its whole budget or is not sent: a sliver would only turn a clean
         // failure into an `unknown`. Checked after the intent write, which took time too.
-        if dl.for_work(t.linkedin) != Some(t.linkedin) {
+        if dl.for_work(self.budget) != Some(self.budget) {
             let why = format!(
-                "not enough time left in this run to give create-post its full {:?}; retry",
-                t.linkedin
+                "not enough time left in this run to give the create its full {:?}; retry",
+                self.budget
             );
             return (
                 self.fail_after_intent(req, dl, why, true).await,
                 Finish::Release,
             );
         }
-        self.create(req, dl, &post, pending.caption_hash, false, progress)
-            .await
+        self.create(
+            req,
+            dl,
+            &post,
+            &media,
+            pending.caption_hash,
+            false,
+            progress,
+        )
+        .await
     }
 
-    /// Sends create-post once and classifies the answer. `reconciling`: this is the identical
+    /// Sends the create once and classifies the answer. `reconciling`: this is the identical
     /// re-send after an unknown outcome.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn create(
         &self,
         req: &PostRequest,
         dl: &Deadline,
-        post: &NewPost,
+        post: &PreparedPost,
+        media: &Media,
         caption_hash: Option<String>,
         reconciling: bool,
         progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let t = self.settings.timeouts;
+        let on = self.network.label();
         if let Some(why) = fault("before-create-post").await {
             return (
                 self.fail_after_intent(req, dl, why, true).await,
@@ -196,21 +214,21 @@ impl Pipeline {
             );
         }
         progress.set(Stage::Sent);
-        let answer = dl.work(t.linkedin, self.publisher.create_post(post)).await;
+        let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
         match answer {
-            Ok(Ok(urn)) => {
-                progress.created(urn.clone());
+            Ok(Ok(created)) => {
+                progress.created(created.id.clone());
                 if let Some(why) = fault("after-create-post").await {
                     return (
                         Outcome::new(key, OutcomeKind::PostedNotRecorded, why)
-                            .with_urn(urn.clone()),
-                        Finish::Keep(urn.clone()),
+                            .with_urn(created.id.clone()),
+                        Finish::Keep(created.id.clone()),
                     );
                 }
                 self.record(
                     req,
                     dl,
-                    urn,
+                    created,
                     caption_hash.clone(),
                     OutcomeKind::Posted,
                     req.source.as_str(),
@@ -218,45 +236,49 @@ impl Pipeline {
                 .await
             }
             // The earlier attempt (reconciling), or the post the owner suspected was missing
-            // (Post anyway), is on LinkedIn: record it, so no later Retry posts it again.
-            Ok(Err(PublishError::Duplicate { urn }))
+            // (Post anyway), is on the network: record it, so no later Retry posts it again.
+            Ok(Err(PostError::AlreadyExists { existing, .. }))
                 if reconciling || req.action == Action::Force =>
             {
-                progress.created(Some(urn.clone()));
+                progress.created(existing.id.clone());
                 let source = if reconciling { "reconcile" } else { "force" };
                 self.record(
                     req,
                     dl,
-                    Some(urn),
+                    existing,
                     caption_hash.clone(),
                     OutcomeKind::AlreadyPosted,
                     source,
                 )
                 .await
             }
-            Ok(Err(PublishError::Duplicate { urn })) => {
+            Ok(Err(PostError::AlreadyExists { existing, .. })) => {
+                let what = existing
+                    .id
+                    .as_deref()
+                    .map_or_else(|| "a post".to_owned(), |id| id.to_owned());
                 let why = format!(
-                    "LinkedIn already has this exact text as {urn} (posted by hand, or under another key); nothing new was posted. Change the caption to post it again"
+                    "{on} already has this exact text as {what} (posted by hand, or under another key); nothing new was posted. Change the caption to post it again"
                 );
                 let outcome = self
                     .fail_after_intent(req, dl, why, false)
                     .await
-                    .with_urn(Some(urn));
+                    .with_urn(existing.id);
                 (outcome, Finish::Release)
             }
-            Ok(Err(e)) if e.is_ambiguous() => (
+            Ok(Err(e)) if e.may_exist() => (
                 self.ambiguous(key, dl, e.to_string()).await,
                 Finish::Release,
             ),
             Err(BudgetError::TimedOut(b)) => {
-                let why = format!("LinkedIn did not answer create-post within {b:?}");
+                let why = format!("{on} did not answer the create within {b:?}");
                 (self.ambiguous(key, dl, why).await, Finish::Release)
             }
             Ok(Err(e)) if reconciling => {
                 let outcome = Outcome::new(
                     key,
                     OutcomeKind::Unknown,
-                    format!("could not check with LinkedIn ({e}); the earlier attempt may be on LinkedIn. Retry later, or check and tell me"),
+                    format!("could not check with {on} ({e}); the earlier attempt may be there. Retry later, or check and tell me"),
                 )
                 .retryable(e.is_transient());
                 (outcome, Finish::Release)
@@ -265,7 +287,7 @@ impl Pipeline {
                 Outcome::new(
                     key,
                     OutcomeKind::Unknown,
-                    "no time left to check with LinkedIn; retry",
+                    format!("no time left to check with {on}; retry"),
                 )
                 .retryable(true),
                 Finish::Release,
@@ -282,7 +304,7 @@ impl Pipeline {
                 self.fail_after_intent(
                     req,
                     dl,
-                    "no time left to send create-post; nothing was posted".into(),
+                    "no time left to send the create; nothing was posted".into(),
                     true,
                 )
                 .await,

@@ -1,10 +1,13 @@
-//! Ambiguous outcomes (DESIGN.md rule 7): an attempt whose result is unknown is never re-sent
-//! while it may still be in flight (the quiet period); afterwards, within the window, the
-//! identical request is re-sent so LinkedIn's duplicate answer can tell; past it, the owner decides.
+//! Ambiguous outcomes (DESIGN.md rule 7 and "Targets"): an attempt whose result is unknown is
+//! never re-sent while it may still be in flight (the quiet period). Afterwards each network
+//! settles it its own way ([`Settle`]): LinkedIn by the identical re-send within the window (its
+//! duplicate answer names the post), X by reading the account's recent posts first, and a
+//! channel, where nothing can tell, by asking the owner at once and never re-sending.
 
+use super::publish::kept_request;
 use super::*;
 
-impl Pipeline {
+impl Lane {
     /// `Some(unknown)` while the latest send of the draft's kept attempt may still be in
     /// flight (the quiet period, from the latest send): nothing may be sent for it yet.
     pub(super) fn still_quiet(&self, key: &PostKey, draft: &Draft) -> Option<Outcome> {
@@ -17,7 +20,7 @@ impl Pipeline {
         if age > quiet {
             return None;
         }
-        // The request may still be in flight at LinkedIn, whose duplicate check sees only
+        // The request may still be in flight at the network, whose duplicate check sees only
         // posts that already exist: sending now could make a second post.
         let at = last.saturating_add(quiet + 1);
         Some(
@@ -25,7 +28,8 @@ impl Pipeline {
                 key,
                 OutcomeKind::Unknown,
                 format!(
-                    "an attempt {age}s ago may still be in flight at LinkedIn; nothing was sent. It is checked from {} (more than {}s after that attempt) on: the sweeper does it, or Retry (or Post anyway) then",
+                    "an attempt {age}s ago may still be in flight at {}; nothing was sent. It is checked from {} (more than {}s after that attempt) on: the sweeper does it, or Retry (or Post anyway) then",
+                    self.network.label(),
                     crate::record::rfc3339(at),
                     quiet
                 ),
@@ -34,8 +38,23 @@ impl Pipeline {
         )
     }
 
-    /// A draft left `unknown`: within the window, re-send the identical request so LinkedIn's
-    /// duplicate answer reveals an existing post; past it, ask the owner.
+    /// What the owner is asked when only they can tell.
+    fn ask_owner(&self, key: &PostKey, why: &str) -> (Outcome, Finish) {
+        let on = self.network.label();
+        (
+            Outcome::new(
+                key,
+                OutcomeKind::Unknown,
+                format!(
+                    "{why}; nothing was sent. Check {on}, then press {} or Post anyway",
+                    self.network.confirm_label()
+                ),
+            ),
+            Finish::Release,
+        )
+    }
+
+    /// A draft left `unknown`: settle it the network's way, after the quiet period.
     pub(super) async fn reconcile(
         &self,
         req: &PostRequest,
@@ -44,43 +63,86 @@ impl Pipeline {
         progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let ask = |why: String| {
-            (
-                Outcome::new(key, OutcomeKind::Unknown, why).with_urn(None),
-                Finish::Release,
-            )
-        };
+        let on = self.network.label();
         let Some(pending) = &draft.pending else {
-            return ask("an earlier attempt's result is unknown and its request was not kept; check LinkedIn, then press It's on LinkedIn or Post anyway".into());
+            return self.ask_owner(
+                key,
+                "an earlier attempt's result is unknown and its request was not kept",
+            );
         };
+        if self.settle() == Settle::AskOwner {
+            return self.ask_owner(
+                key,
+                &format!("an earlier attempt may be on {on}, and {on} offers no way to check it, so it is never sent again automatically"),
+            );
+        }
         if let Some(wait) = self.still_quiet(key, draft) {
             return (wait, Finish::Release);
         }
         let age = now_s().saturating_sub(pending.at);
-        if age > i64::try_from(self.settings.reconcile_window.as_secs()).unwrap_or(i64::MAX) {
-            return ask(format!(
-                "an earlier attempt {age}s ago may have posted it, and that is too long ago for LinkedIn's duplicate check to tell; nothing was sent"
-            ));
+        if self.settle() == Settle::Resend
+            && age > i64::try_from(self.settings.reconcile_window.as_secs()).unwrap_or(i64::MAX)
+        {
+            return self.ask_owner(
+                key,
+                &format!("an earlier attempt {age}s ago may have posted it, and that is too long ago for {on}'s duplicate check to tell"),
+            );
+        }
+        let post = kept_request(pending);
+        // The hash of the text that was sent, not of the draft as it may have been edited since.
+        let hash = pending
+            .caption_hash
+            .clone()
+            .or_else(|| draft.content.as_ref().map(|c| self.text_hash(c)));
+        if self.settle() == Settle::ReadBack {
+            match self.read_back(dl, &post, pending.at).await {
+                Ok(Some(found)) => {
+                    tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
+                    progress.created(found.id.clone());
+                    return self
+                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "reconcile")
+                        .await;
+                }
+                Ok(None) => {}
+                Err(PostError::ReadRefused { message, .. }) => {
+                    let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
+                    let update = DraftUpdate::IfAttempt {
+                        run: pending.run.clone(),
+                        update: Box::new(DraftUpdate::Ambiguous {
+                            error: why.clone(),
+                            ask_owner: true,
+                        }),
+                    };
+                    self.note(key, dl, &update, &[DraftStatus::Unknown], "that the owner must decide")
+                        .await;
+                    return self.ask_owner(key, &why);
+                }
+                Err(e) => {
+                    return (
+                        Outcome::new(
+                            key,
+                            OutcomeKind::Unknown,
+                            format!("could not read the account's posts on {on} to check the earlier attempt ({e}); nothing was sent. Retry later"),
+                        )
+                        .retryable(true),
+                        Finish::Release,
+                    )
+                }
+            }
         }
         tracing::warn!(
             first_attempt = pending.at,
-            "re-sending the identical create-post to reconcile an unknown outcome"
+            "re-sending the identical create to reconcile an unknown outcome"
         );
-        let post = NewPost {
-            commentary: pending.commentary.clone(),
-            image_urn: pending.image_urn.clone(),
-            alt: pending.alt.clone(),
-        };
-        let t = self.settings.timeouts;
-        if dl.for_work(t.linkedin) != Some(t.linkedin) {
+        if dl.for_work(self.budget) != Some(self.budget) {
             // A re-send cut short would only leave the question open longer.
             return (
                 Outcome::new(
                     key,
                     OutcomeKind::Unknown,
                     format!(
-                        "not enough time left in this run to give the check with LinkedIn its full {:?}; nothing was sent. Retry",
-                        t.linkedin
+                        "not enough time left in this run to give the check with {on} its full {:?}; nothing was sent. Retry",
+                        self.budget
                     ),
                 )
                 .retryable(true),
@@ -89,6 +151,7 @@ impl Pipeline {
         }
         // The re-send is a new attempt: its time restarts the quiet period for every later run,
         // and the conditional write lets only one of two reconciling runs send.
+        let t = self.settings.timeouts;
         let taken = dl
             .work(
                 t.dynamodb,
@@ -108,7 +171,7 @@ impl Pipeline {
             Ok(true) => {
                 progress.set(Stage::Intent);
                 // The write took time too: the re-send goes out with its whole budget or not.
-                if dl.for_work(t.linkedin) != Some(t.linkedin) {
+                if dl.for_work(self.budget) != Some(self.budget) {
                     return (
                         Outcome::new(
                             key,
@@ -125,7 +188,7 @@ impl Pipeline {
                     Outcome::new(
                         key,
                         OutcomeKind::BeingPosted,
-                        "another run is checking this draft with LinkedIn now; nothing was sent",
+                        format!("another run is checking this draft with {on} now; nothing was sent"),
                     )
                     .retryable(true),
                     Finish::Release,
@@ -143,17 +206,50 @@ impl Pipeline {
                 )
             }
         }
-        // The hash of the text that was sent, not of the draft as it may have been edited since.
-        let hash = pending
-            .caption_hash
-            .clone()
-            .or_else(|| draft.content.as_ref().map(|c| caption_hash(&full_text(c))));
-        self.create(req, dl, &post, hash, true, progress).await
+        // The kept request refers to media already uploaded; networks whose create carries
+        // the bytes are never re-sent ([`Settle::AskOwner`]), so none are needed here.
+        let media = Media {
+            bytes: bytes::Bytes::new(),
+            content_type: "",
+            alt: pending.alt.clone(),
+        };
+        self.create(req, dl, &post, &media, hash, true, progress)
+            .await
     }
 
-    /// A create-post that may have worked: the draft stays `unknown` (the intent said so).
+    /// Looks for the kept request among the account's recent posts (safe to repeat).
+    async fn read_back(
+        &self,
+        dl: &Deadline,
+        post: &PreparedPost,
+        since: i64,
+    ) -> Result<Option<Created>, PostError> {
+        match self
+            .with_retries(
+                dl,
+                self.budget,
+                || self.adapter.find(post, since),
+                |e: &PostError| e.is_transient(),
+                rate_limit_wait,
+            )
+            .await
+        {
+            Ok(found) => Ok(found),
+            Err(Gave::Error(e)) => Err(e),
+            Err(Gave::Budget(b)) => Err(PostError::NotSent {
+                network: self.network.label(),
+                message: b.to_string(),
+            }),
+        }
+    }
+
+    /// A create that may have worked: the draft stays `unknown` (the intent said so).
     pub(super) async fn ambiguous(&self, key: &PostKey, dl: &Deadline, why: String) -> Outcome {
-        let update = DraftUpdate::Ambiguous { error: why.clone() };
+        let settle = self.settle();
+        let update = DraftUpdate::Ambiguous {
+            error: why.clone(),
+            ask_owner: settle == Settle::AskOwner,
+        };
         self.note(
             key,
             dl,
@@ -162,14 +258,25 @@ impl Pipeline {
             "the ambiguous attempt (the draft already says unknown)",
         )
         .await;
+        let on = self.network.label();
+        let quiet = self.settings.reconcile_after.as_secs();
+        let next = match settle {
+            Settle::Resend => format!(
+                "Nothing is re-sent for {quiet}s (the request may still be in flight); then, within {}s of the attempt, the identical request is re-sent so {on}'s duplicate check can tell. Otherwise check {on} and tell me",
+                self.settings.reconcile_window.as_secs()
+            ),
+            Settle::ReadBack => format!(
+                "Nothing is re-sent for {quiet}s (the request may still be in flight); then the account's recent posts on {on} are read for this exact text: found, it is recorded; not found, it is sent again"
+            ),
+            Settle::AskOwner => format!(
+                "{on} offers no way to check, so it is never sent again automatically: check {on}, then press {} or Post anyway",
+                self.network.confirm_label()
+            ),
+        };
         Outcome::new(
             key,
             OutcomeKind::Unknown,
-            format!(
-                "{why}; the post may exist. Nothing is re-sent for {}s (the request may still be in flight); then, within {}s of the attempt, the identical request is re-sent so LinkedIn's duplicate check can tell. Otherwise check LinkedIn and tell me",
-                self.settings.reconcile_after.as_secs(),
-                self.settings.reconcile_window.as_secs()
-            ),
+            format!("{why}; the post may exist. {next}"),
         )
     }
 }

@@ -3,23 +3,24 @@
 
 use super::*;
 
-impl Pipeline {
+impl Lane {
     /// The record this run writes, the time, and when the done draft may expire.
     pub(super) fn new_record(
         &self,
         req: &PostRequest,
-        urn: Option<String>,
+        post: Created,
         source: &str,
         caption_hash: Option<String>,
     ) -> (PostedRecord, i64, i64) {
         let now = now_s();
         let record = PostedRecord {
             key: req.key.to_string(),
-            urn,
+            urn: post.id,
             posted_at: now,
             run: req.run_id.clone(),
             source: source.to_owned(),
             caption_hash,
+            url: post.url,
         };
         let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
         (record, now, expires)
@@ -30,13 +31,20 @@ impl Pipeline {
         &self,
         req: &PostRequest,
         dl: &Deadline,
-        urn: Option<String>,
+        post: Created,
         caption_hash: Option<String>,
         kind: OutcomeKind,
         source: &str,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let (record, now, expires) = self.new_record(req, urn.clone(), source, caption_hash);
+        let on = self.network.label();
+        let (urn, url) = (post.id.clone(), post.url.clone());
+        let (record, now, expires) = self.new_record(req, post, source, caption_hash);
+        let with = |o: Outcome| {
+            let mut o = o.with_urn(urn.clone());
+            o.url = url.clone();
+            o
+        };
         let written = dl
             .finish(
                 self.settings.timeouts.dynamodb,
@@ -46,25 +54,23 @@ impl Pipeline {
         match flatten_value(written) {
             Ok(PutPosted::Created) => {
                 if let Some(why) = fault("after-record").await {
-                    return (
-                        Outcome::new(key, kind, why).with_urn(urn.clone()),
-                        Finish::Release,
-                    );
+                    return (with(Outcome::new(key, kind, why)), Finish::Release);
                 }
-                let detail = match kind {
-                    OutcomeKind::AlreadyPosted => "LinkedIn's duplicate answer showed the earlier attempt is on LinkedIn; recorded it",
-                    _ => "posted and recorded",
+                let detail = match (kind, source, &urn) {
+                    (OutcomeKind::AlreadyPosted, "reconcile", None) => format!("{on} refused the identical re-send as a duplicate, so the earlier attempt is there; {on} does not say which post it is, so it is recorded without a link"),
+                    (OutcomeKind::AlreadyPosted, "reconcile", Some(_)) if self.settle() == Settle::ReadBack => format!("found the earlier attempt among the account's recent posts on {on}; recorded it, nothing was sent"),
+                    (OutcomeKind::AlreadyPosted, "reconcile", Some(_)) => format!("{on}'s duplicate answer showed the earlier attempt is on {on}; recorded it"),
+                    (OutcomeKind::AlreadyPosted, _, None) => format!("{on} says it already has this post and does not name it; recorded without a link"),
+                    (OutcomeKind::AlreadyPosted, _, Some(_)) => format!("{on} already has this post; recorded it"),
+                    _ => "posted and recorded".to_owned(),
                 };
-                (
-                    Outcome::new(key, kind, detail).with_urn(urn),
-                    Finish::Release,
-                )
+                (with(Outcome::new(key, kind, detail)), Finish::Release)
             }
             Ok(PutPosted::Exists(other))
                 if other.run == req.run_id || (urn.is_some() && other.urn == urn) =>
             {
                 (
-                    Outcome::new(key, kind, "posted and recorded").with_urn(urn),
+                    with(Outcome::new(key, kind, "posted and recorded")),
                     Finish::Release,
                 )
             }
@@ -76,30 +82,30 @@ impl Pipeline {
                     "DUPLICATE POST: a record appeared for this key while this run held the claim"
                 );
                 let detail = format!(
-                    "duplicate: {key} was already recorded as {} by {}; this run also created {}. Delete one of them on LinkedIn",
+                    "duplicate: {key} was already recorded as {} by {}; this run also created {}. Delete one of them on {on}",
                     other.urn.as_deref().unwrap_or("(no URN)"),
                     other.run,
                     urn.as_deref().unwrap_or("(no URN)")
                 );
                 (
-                    Outcome::new(key, OutcomeKind::Posted, detail).with_urn(urn),
+                    with(Outcome::new(key, OutcomeKind::Posted, detail)),
                     Finish::Release,
                 )
             }
             Err(e) => {
-                tracing::error!(urn = ?urn, error = %e, "LinkedIn accepted the post but the record write failed; keeping the claim");
+                tracing::error!(urn = ?urn, error = %e, "the network accepted the post but the record write failed; keeping the claim");
                 let detail = format!(
-                    "LinkedIn accepted the post but the record could not be written ({e}). The claim is kept with the URN so no run posts it again; Retry repairs the record"
+                    "{on} accepted the post but the record could not be written ({e}). The claim is kept with its id so no run posts it again; Retry repairs the record"
                 );
                 (
-                    Outcome::new(key, OutcomeKind::PostedNotRecorded, detail).with_urn(urn.clone()),
+                    with(Outcome::new(key, OutcomeKind::PostedNotRecorded, detail)),
                     Finish::Keep(urn),
                 )
             }
         }
     }
 
-    /// `done:<key>`: the owner says it is on LinkedIn.
+    /// `done:<key>`: the owner says it is on the network.
     pub(super) async fn confirm_by_owner(
         &self,
         req: &PostRequest,
@@ -109,9 +115,19 @@ impl Pipeline {
         let key = &req.key;
         let hash = draft
             .and_then(|d| d.content.as_ref())
-            .map(|c| caption_hash(&full_text(c)));
+            .map(|c| self.text_hash(c));
         let (outcome, _) = self
-            .record(req, dl, None, hash, OutcomeKind::AlreadyPosted, "owner")
+            .record(
+                req,
+                dl,
+                Created {
+                    id: None,
+                    url: None,
+                },
+                hash,
+                OutcomeKind::AlreadyPosted,
+                "owner",
+            )
             .await;
         match outcome.outcome {
             OutcomeKind::PostedNotRecorded => (

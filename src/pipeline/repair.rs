@@ -3,13 +3,17 @@
 
 use super::*;
 
-impl Pipeline {
+impl Lane {
     /// A claim that holds a URN: write the record from it, then drop the claim.
     pub(super) async fn repair(&self, req: &PostRequest, dl: &Deadline, urn: String) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
         let urn = (!urn.is_empty()).then_some(urn);
-        let (record, now, expires) = self.new_record(req, urn.clone(), "repair", None);
+        let post = Created {
+            id: urn.clone(),
+            url: None,
+        };
+        let (record, now, expires) = self.new_record(req, post, "repair", None);
         match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {
             Ok(written) => {
                 let value = ClaimValue::Posted(urn.clone().unwrap_or_default()).raw();
@@ -34,7 +38,7 @@ impl Pipeline {
             Err(e) => Outcome::new(
                 key,
                 OutcomeKind::PostedNotRecorded,
-                format!("on LinkedIn, and the record still cannot be written ({e}); the claim keeps the URN. Retry later"),
+                format!("on {}, and the record still cannot be written ({e}); the claim keeps its id. Retry later", self.network.label()),
             )
             .with_urn(urn),
         }

@@ -45,7 +45,7 @@ where
     }
 }
 
-impl Pipeline {
+impl Lane {
     /// Runs a call that is safe to repeat, retrying transient failures with capped exponential
     /// backoff and full jitter while the deadline allows (rule 8).
     pub(super) async fn with_retries<T, E, F, Fut>(
@@ -98,9 +98,9 @@ impl Pipeline {
     }
 }
 
-pub(super) fn rate_limit_wait(e: &PublishError) -> Option<Duration> {
+pub(super) fn rate_limit_wait(e: &PostError) -> Option<Duration> {
     match e {
-        PublishError::RateLimited { retry_after, .. } => *retry_after,
+        PostError::RateLimited { retry_after, .. } => *retry_after,
         _ => None,
     }
 }

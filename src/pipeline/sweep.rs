@@ -63,19 +63,24 @@ impl Pipeline {
         }
     }
 
-    /// How long a sweep needs to have left to start one more run: the image budget and two
-    /// LinkedIn budgets (the upload steps, then create-post, which is sent only with its full
-    /// budget). The claim and record calls take milliseconds; the deadline's reserve covers
-    /// recording, release and the report.
-    fn run_need(&self) -> Duration {
+    /// How long a sweep needs to have left to start one more run of `lane`: the image budget
+    /// and two of the network's budgets (the upload, then the create, which is sent only with
+    /// its full budget). The claim and record calls take milliseconds; the deadline's reserve
+    /// covers recording, release and the report.
+    fn run_need(&self, lane: &Lane) -> Duration {
         let t = self.settings.timeouts;
-        t.image + t.linkedin * 2
+        t.image + lane.budget * 2
     }
 
-    /// Why `draft` waits for a person at `now`, if it does.
-    fn waits_for_person(&self, draft: &Draft, now: i64) -> Option<String> {
+    /// Why `draft` (of `lane`'s target) waits for a person at `now`, if it does.
+    fn waits_for_person(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<String> {
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let on = lane.network.label();
         match draft.status {
+            DraftStatus::Unknown if !draft.retryable => Some(format!(
+                "may or may not be on {on}, and only you can tell: press {} or Post anyway",
+                lane.network.confirm_label()
+            )),
             DraftStatus::NeedsReview => Some(format!(
                 "gave up after {} attempts: fix the cause, then press Retry",
                 draft.attempts
@@ -83,34 +88,59 @@ impl Pipeline {
             DraftStatus::Failed if !draft.retryable => {
                 Some("refused for good: fix the draft or the setting, then press Retry".into())
             }
-            DraftStatus::Unknown => {
+            DraftStatus::Unknown if lane.settle() == Settle::Resend => {
                 let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
                 (now - at > secs(self.settings.reconcile_window)).then(|| {
-                    "may or may not be on LinkedIn, too late to find out automatically: press It's on LinkedIn or Post anyway".to_owned()
+                    format!(
+                        "may or may not be on {on}, too late to find out automatically: press {} or Post anyway",
+                        lane.network.confirm_label()
+                    )
                 })
             }
             _ => None,
         }
     }
 
-    fn waiting_entry(&self, draft: &Draft, now: i64) -> Option<Waiting> {
-        self.waits_for_person(draft, now).map(|reason| Waiting {
-            key: draft.key.clone(),
-            status: draft.status.as_str(),
-            reason,
-            last_error: draft.last_error.clone(),
-            owner_told: draft.reminded,
-            since: draft.updated_at,
-        })
+    fn waiting_entry(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<Waiting> {
+        self.waits_for_person(lane, draft, now)
+            .map(|reason| Waiting {
+                key: draft.key.clone(),
+                status: draft.status.as_str(),
+                reason,
+                last_error: draft.last_error.clone(),
+                owner_told: draft.reminded,
+                since: draft.updated_at,
+            })
     }
 
-    /// Every draft that is not done.
-    async fn open_drafts(&self, dl: &Deadline) -> Result<Vec<Draft>, String> {
+    /// Every target's state that is not done, with its lane. Each store is listed once (the
+    /// real targets share one, the dry-run ones another); a target's state counts only in its
+    /// own lane's store.
+    async fn open_drafts(&self, dl: &Deadline) -> Result<Vec<(Arc<Lane>, Draft)>, String> {
         let t = self.settings.timeouts;
-        flatten_value(
-            dl.work(t.dynamodb, self.records.drafts_with_status(&OPEN))
-                .await,
-        )
+        let mut stores: Vec<Arc<dyn RecordStore>> = Vec::new();
+        for lane in self.lanes.values() {
+            if !stores.iter().any(|s| Arc::ptr_eq(s, &lane.records)) {
+                stores.push(lane.records.clone());
+            }
+        }
+        let mut open = Vec::new();
+        for store in stores {
+            let drafts = flatten_value(dl.work(t.dynamodb, store.drafts_with_status(&OPEN)).await)?;
+            for draft in drafts {
+                let Ok(key) = PostKey::parse(&draft.key) else {
+                    tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
+                    continue;
+                };
+                match self.lane(key.network()) {
+                    Some(lane) if Arc::ptr_eq(&lane.records, &store) => {
+                        open.push((lane.clone(), draft));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(open)
     }
 
     /// Every draft that waits for a person (`postonce status --all`), oldest first.
@@ -123,10 +153,10 @@ impl Pipeline {
     }
 
     /// The drafts among `drafts` that wait for a person at `now`, oldest first.
-    fn waiting_in(&self, drafts: &[Draft], now: i64) -> Vec<Waiting> {
+    fn waiting_in(&self, drafts: &[(Arc<Lane>, Draft)], now: i64) -> Vec<Waiting> {
         let mut waiting: Vec<Waiting> = drafts
             .iter()
-            .filter_map(|d| self.waiting_entry(d, now))
+            .filter_map(|(lane, d)| self.waiting_entry(lane, d, now))
             .collect();
         waiting.sort_by_key(|w| (w.since, w.key.clone()));
         waiting
@@ -148,19 +178,20 @@ impl Pipeline {
         let stale = secs(self.settings.claim_ttl);
         let window = secs(self.settings.reconcile_window);
         let quiet = secs(self.settings.reconcile_after);
-        let need = self.run_need();
         let mut report = SweepReport::default();
-        for draft in &drafts {
+        for (lane, draft) in &drafts {
             let Ok(key) = PostKey::parse(&draft.key) else {
-                tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
                 continue;
             };
+            let need = self.run_need(lane);
             report.examined += 1;
             let due = match draft.status {
                 DraftStatus::Failed if draft.retryable => {
                     draft.next_retry_at.is_none_or(|at| at <= now)
                 }
                 DraftStatus::New => now - draft.updated_at > stale,
+                // Only the owner can settle it (the network offers no way to check).
+                DraftStatus::Unknown if !draft.retryable => false,
                 DraftStatus::Unknown => {
                     let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
                     let last = draft
@@ -172,7 +203,12 @@ impl Pipeline {
                     // Before the quiet period the attempt may still be in flight; past the
                     // window only the owner can tell. In between: reconcile now (or repair
                     // from a kept claim). A run still in flight holds the claim.
-                    now - last > quiet && now - at <= window
+                    let within = match lane.settle() {
+                        Settle::Resend => now - at <= window,
+                        Settle::ReadBack => true,
+                        Settle::AskOwner => false,
+                    };
+                    now - last > quiet && within
                 }
                 _ => false,
             };
@@ -183,7 +219,7 @@ impl Pipeline {
                 let update = DraftUpdate::NeedsReview {
                     error: draft.last_error.clone().unwrap_or_default(),
                 };
-                if self
+                if lane
                     .note(&key, dl, &update, &[DraftStatus::Failed], "needs_review")
                     .await
                 {
@@ -192,13 +228,13 @@ impl Pipeline {
                     marked.status = DraftStatus::NeedsReview;
                     marked.reminded = false;
                     marked.updated_at = now;
-                    self.tell_if_waiting(&key, dl, &marked, now, &mut report)
+                    self.tell_if_waiting(lane, &key, dl, &marked, now, &mut report)
                         .await;
                 }
                 continue;
             }
             if !due {
-                self.tell_if_waiting(&key, dl, draft, now, &mut report)
+                self.tell_if_waiting(lane, &key, dl, draft, now, &mut report)
                     .await;
                 continue;
             }
@@ -208,13 +244,13 @@ impl Pipeline {
                 continue;
             }
             let request = PostRequest {
-                key,
+                key: key.base(),
                 content: None,
                 action: Action::Post,
                 source: Source::Sweep,
                 run_id: new_run_id(),
                 reply_to: None,
-                targets: Vec::new(),
+                targets: vec![key.network()],
             };
             report.runs.push(self.run(request, *dl).await);
         }
@@ -240,6 +276,7 @@ impl Pipeline {
     /// it told only once the message was delivered.
     async fn tell_if_waiting(
         &self,
+        lane: &Lane,
         key: &PostKey,
         dl: &Deadline,
         draft: &Draft,
@@ -249,7 +286,7 @@ impl Pipeline {
         if draft.reminded {
             return;
         }
-        let Some(reason) = self.waits_for_person(draft, now) else {
+        let Some(reason) = self.waits_for_person(lane, draft, now) else {
             return;
         };
         let (outcome, text) = match draft.status {
@@ -271,7 +308,7 @@ impl Pipeline {
             return;
         }
         report.reminded.push(key.to_string());
-        self.note(
+        lane.note(
             key,
             dl,
             &DraftUpdate::Reminded,

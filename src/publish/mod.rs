@@ -124,7 +124,9 @@ pub fn create_post_body(author: &str, post: &NewPost) -> serde_json::Value {
 /// Whether a post or image URN was made up by the dry-run publisher (see [`dry_run`]). A real
 /// run never records, repairs from or answers with such a URN.
 pub fn is_dry_run_urn(urn: &str) -> bool {
-    urn.contains(dry_run::MARK)
+    // LinkedIn's dry run marks URNs (`urn:li:share:dryrun-…`); the other networks' dry runs
+    // answer ids that start with the mark (`dryrun-…`).
+    urn.contains(dry_run::MARK) || urn.starts_with("dryrun-")
 }
 
 /// The public URL of a post.

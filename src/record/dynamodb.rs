@@ -103,6 +103,7 @@ fn record_from_item(item: &Item) -> Result<PostedRecord, StoreError> {
         run: get_s(item, "run").unwrap_or_default(),
         source: get_s(item, "source").unwrap_or_default(),
         caption_hash: get_s(item, "caption_hash"),
+        url: get_s(item, "url"),
     })
 }
 
@@ -117,6 +118,9 @@ fn record_to_item(ns: &str, r: &PostedRecord) -> Item {
     }
     if let Some(h) = &r.caption_hash {
         item.insert("caption_hash".into(), s(h));
+    }
+    if let Some(url) = &r.url {
+        item.insert("url".into(), s(url));
     }
     item
 }
@@ -146,6 +150,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
             run: get_s(item, "pending_run").unwrap_or_default(),
             caption_hash: get_s(item, "pending_caption_hash"),
             last_sent_at: get_n(item, "pending_last_at"),
+            request: get_s(item, "pending_request").and_then(|r| serde_json::from_str(&r).ok()),
         }),
         _ => None,
     };
@@ -238,6 +243,7 @@ impl Expr {
             "pending_run",
             "pending_caption_hash",
             "pending_last_at",
+            "pending_request",
         ] {
             self.remove(attr);
         }
@@ -298,8 +304,16 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .set("pending_at", n(p.at))
                 .set("pending_run", s(&p.run))
                 .set_opt("pending_caption_hash", p.caption_hash.as_ref().map(s))
+                .set_opt(
+                    "pending_request",
+                    p.request
+                        .as_ref()
+                        .and_then(|r| serde_json::to_string(r).ok())
+                        .map(|r| s(&r)),
+                )
                 .remove("pending_last_at")
-                .set("reminded", AttributeValue::Bool(false));
+                .set("reminded", AttributeValue::Bool(false))
+                .set("retryable", AttributeValue::Bool(true));
         }
         DraftUpdate::Failed {
             error,
@@ -314,11 +328,12 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .set_opt("next_retry_at", next_retry_at.map(n))
                 .clear_pending();
         }
-        DraftUpdate::Ambiguous { error } => {
+        DraftUpdate::Ambiguous { error, ask_owner } => {
             e.set("status", s(DraftStatus::Unknown.as_str()))
                 .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
-                .set("last_error", s(error));
+                .set("last_error", s(error))
+                .set("retryable", AttributeValue::Bool(!ask_owner));
         }
         DraftUpdate::Resend { at, run, .. } => {
             e.set("pending_last_at", n(*at)).set("pending_run", s(run));

@@ -423,6 +423,7 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::Unknown;
             draft.pending = Some(pending.clone());
             draft.reminded = false;
+            draft.retryable = true;
         }
         DraftUpdate::Failed {
             error,
@@ -437,11 +438,12 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.next_retry_at = *next_retry_at;
             draft.pending = None;
         }
-        DraftUpdate::Ambiguous { error } => {
+        DraftUpdate::Ambiguous { error, ask_owner } => {
             draft.status = DraftStatus::Unknown;
             draft.reminded = false;
             draft.attempts += 1;
             draft.last_error = Some(error.clone());
+            draft.retryable = !ask_owner;
         }
         DraftUpdate::Resend { at, run, .. } => {
             if let Some(p) = draft.pending.as_mut() {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::key::PostKey;
-use crate::publish::network::Network;
+use crate::publish::network::{Network, PreparedPost};
 
 /// Where the durable record of a key lives.
 pub fn record_name(key: &PostKey) -> String {
@@ -45,6 +45,9 @@ pub struct PostedRecord {
     pub source: String,
     /// Hash of the normalized caption, when known.
     pub caption_hash: Option<String>,
+    /// The post's public URL, when the network gave one (X, the channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The content of a draft as a trigger delivers it.
@@ -67,11 +70,7 @@ impl DraftContent {
     #[must_use]
     pub fn for_target(&self, network: Network) -> Self {
         Self {
-            caption: self
-                .captions
-                .get(&network)
-                .unwrap_or(&self.caption)
-                .clone(),
+            caption: self.captions.get(&network).unwrap_or(&self.caption).clone(),
             image: self.image.clone(),
             link: self.link.clone(),
             alt: self.alt.clone(),
@@ -133,6 +132,11 @@ pub struct PendingPost {
     /// from the latest send; the window from the first).
     #[serde(default)]
     pub last_sent_at: Option<i64>,
+    /// The exact create request as the target's adapter prepared it, replayed as is. `None`
+    /// in intents written before targets existed: those are LinkedIn's, and `commentary`,
+    /// `image_urn` and `alt` are the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<PreparedPost>,
 }
 
 /// A stored draft.
@@ -186,8 +190,10 @@ pub enum DraftUpdate {
         retryable: bool,
         next_retry_at: Option<i64>,
     },
-    /// The attempt's result is not known; the draft stays `unknown`.
-    Ambiguous { error: String },
+    /// The attempt's result is not known; the draft stays `unknown`. `ask_owner`: the network
+    /// offers no way to find out, so only the owner can settle it (the sweeper leaves it to
+    /// them: the draft is marked not retryable).
+    Ambiguous { error: String, ask_owner: bool },
     /// A reconcile is about to re-send the kept request: the attempt is now this run's and
     /// was last sent at `at` (so the quiet period restarts; the window still counts from the
     /// first attempt). Applied only if the kept attempt is still `prev_run`'s: of two runs that

@@ -5,7 +5,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use super::{parse_draft, HttpRequest, HttpResponse};
+use super::{parse_run, HttpRequest, HttpResponse};
 use crate::app::App;
 use crate::budget::Deadline;
 use crate::pipeline::{Action, PostRequest, Source};
@@ -55,7 +55,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
             return HttpResponse::error(400, "bad_request", format!("body: not valid JSON ({e})"))
         }
     };
-    let (key, content) = match parse_draft(&value, true, &app.config.image_hosts) {
+    let (key, content, targets) = match parse_run(app, &value, true) {
         Ok(parsed) => parsed,
         Err(e) => return e.response(),
     };
@@ -66,7 +66,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         source: Source::Ci,
         run_id,
         reply_to: None,
-        targets: Vec::new(),
+        targets,
     };
     HttpResponse::outcome(&app.pipeline.run(request, dl).await)
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{parse_draft, FieldError};
+use super::{parse_run, FieldError};
 use crate::app::App;
 use crate::budget::Deadline;
 use crate::outcome::Outcome;
@@ -14,7 +14,7 @@ use crate::pipeline::{Action, PostRequest, Source};
 /// # Errors
 /// The field that is missing or invalid.
 pub fn parse(app: &App, event: &Value, run_id: String) -> Result<PostRequest, FieldError> {
-    let (key, content) = parse_draft(event, false, &app.config.image_hosts)?;
+    let (key, content, targets) = parse_run(app, event, false)?;
     let action = match event.get("action").and_then(Value::as_str) {
         None | Some("post" | "retry") => Action::Post,
         Some("done") => Action::Done,
@@ -33,7 +33,7 @@ pub fn parse(app: &App, event: &Value, run_id: String) -> Result<PostRequest, Fi
         source: Source::Console,
         run_id,
         reply_to: None,
-        targets: Vec::new(),
+        targets,
     })
 }
 

@@ -7,7 +7,7 @@ pub mod console;
 pub mod sweep;
 pub mod telegram;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -19,6 +19,7 @@ use crate::image::OriginPolicy;
 use crate::key::PostKey;
 use crate::outcome::Outcome;
 use crate::publish::little_text::MAX_CHARS;
+use crate::publish::network::Network;
 use crate::record::DraftContent;
 
 /// Largest request body any route reads.
@@ -114,14 +115,14 @@ impl Router {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {problem}")]
 pub struct FieldError {
-    pub field: &'static str,
+    pub field: String,
     pub problem: String,
 }
 
 impl FieldError {
-    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
         Self {
-            field,
+            field: field.into(),
             problem: problem.into(),
         }
     }
@@ -171,11 +172,15 @@ pub fn parse_draft(
         (None, _) => return Err(FieldError::new("caption", "is required")),
         (_, None) => return Err(FieldError::new("image_url", "is required")),
         (Some(caption), Some(image)) => {
+            if caption.trim().is_empty() {
+                return Err(FieldError::new("caption", "is empty"));
+            }
+            // Longer than any network takes: refused before it is looked at further.
             let chars = caption.chars().count();
-            if caption.trim().is_empty() || chars > MAX_CHARS {
+            if chars > MAX_CHARS {
                 return Err(FieldError::new(
                     "caption",
-                    format!("has {chars} characters; LinkedIn takes 1 to {MAX_CHARS}"),
+                    format!("has {chars} characters; no target takes more than {MAX_CHARS}"),
                 ));
             }
             images
@@ -192,22 +197,126 @@ pub fn parse_draft(
             if alt.as_ref().is_some_and(|a| a.chars().count() > 4000) {
                 return Err(FieldError::new("alt", "is longer than 4000 characters"));
             }
-            let content = DraftContent {
+            let captions = parse_captions(v)?;
+            Some(DraftContent {
                 caption,
                 image,
                 link,
                 alt,
-                ..Default::default()
-            };
-            let total = crate::pipeline::full_text(&content).chars().count();
-            if total > MAX_CHARS {
-                return Err(FieldError::new(
-                    "caption",
-                    format!("with the link appended has {total} characters; LinkedIn takes at most {MAX_CHARS}"),
-                ));
-            }
-            Some(content)
+                captions,
+            })
         }
     };
+    if content.is_none() && v.get("captions").is_some_and(|c| !c.is_null()) {
+        return Err(FieldError::new(
+            "captions",
+            "needs the draft: send caption and image_url with it",
+        ));
+    }
     Ok((key, content))
+}
+
+/// `"captions": {"x": "…", "telegram": "…"}`: a caption per network.
+fn parse_captions(v: &Value) -> Result<BTreeMap<Network, String>, FieldError> {
+    let mut captions = BTreeMap::new();
+    let Some(raw) = v.get("captions").filter(|c| !c.is_null()) else {
+        return Ok(captions);
+    };
+    let Some(map) = raw.as_object() else {
+        return Err(FieldError::new(
+            "captions",
+            "must be an object of network name to text, e.g. {\"x\": \"…\"}",
+        ));
+    };
+    for (name, text) in map {
+        let Some(network) = Network::parse(name) else {
+            return Err(FieldError::new(
+                "captions",
+                format!(
+                    "{:?} is not a network: use linkedin, x, telegram, mastodon or bluesky",
+                    name.chars().take(32).collect::<String>()
+                ),
+            ));
+        };
+        let field = format!("captions.{}", network.as_str());
+        let Some(text) = text.as_str() else {
+            return Err(FieldError::new(field, "must be a string"));
+        };
+        if text.trim().is_empty() {
+            return Err(FieldError::new(field, "is empty"));
+        }
+        if text.chars().count() > MAX_CHARS {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "has {} characters; no target takes more than {MAX_CHARS}",
+                    text.chars().count()
+                ),
+            ));
+        }
+        captions.insert(network, text.to_owned());
+    }
+    Ok(captions)
+}
+
+/// `"targets": ["linkedin", "x"]`: the networks to post the draft to (absent: the default).
+pub fn parse_targets(v: &Value) -> Result<Vec<Network>, FieldError> {
+    let Some(raw) = v.get("targets").filter(|t| !t.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = raw.as_array() else {
+        return Err(FieldError::new(
+            "targets",
+            "must be an array of network names, e.g. [\"linkedin\", \"x\"]",
+        ));
+    };
+    if items.is_empty() {
+        return Err(FieldError::new(
+            "targets",
+            "is empty: name at least one network, or leave it out for POSTONCE_TARGETS",
+        ));
+    }
+    let mut targets = Vec::new();
+    for item in items {
+        let network = item.as_str().and_then(Network::parse).ok_or_else(|| {
+            FieldError::new(
+                "targets",
+                format!(
+                    "{} is not a network: use linkedin, x, telegram, mastodon or bluesky",
+                    item.to_string().chars().take(32).collect::<String>()
+                ),
+            )
+        })?;
+        if !targets.contains(&network) {
+            targets.push(network);
+        }
+    }
+    Ok(targets)
+}
+
+/// A draft event (CI body, console) as a run: the draft, its targets, and every target's text
+/// checked the target's way before anything is stored.
+///
+/// # Errors
+/// The first field that is missing or invalid; a text too long for a target names the target
+/// and its limit.
+pub fn parse_run(
+    app: &App,
+    v: &Value,
+    content_required: bool,
+) -> Result<(PostKey, Option<DraftContent>, Vec<Network>), FieldError> {
+    let (key, content) = parse_draft(v, content_required, &app.config.image_hosts)?;
+    let targets = parse_targets(v)?;
+    if let Some(content) = &content {
+        let all = app.pipeline.targets_for(&targets);
+        app.pipeline
+            .check_text(content, &all)
+            .map_err(|e| FieldError::new(e.field, e.message))?;
+    } else if let Some(n) = targets.iter().find(|n| app.pipeline.lane(**n).is_none()) {
+        return Err(FieldError::new(
+            "targets",
+            format!("{} is not supported by this version", n.as_str()),
+        ));
+    }
+    Ok((key, content, targets))
 }

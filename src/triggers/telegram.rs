@@ -14,6 +14,7 @@ use crate::budget::Deadline;
 use crate::key::PostKey;
 use crate::notify::MessageRef;
 use crate::pipeline::{Action, PostRequest, Source};
+use crate::publish::network::Network;
 
 /// How long an `update_id` is remembered (Telegram keeps updates for 24 h).
 const UPDATE_MEMORY: Duration = Duration::from_secs(24 * 3600);
@@ -33,9 +34,13 @@ pub struct Callback {
 pub struct Press {
     pub action: Action,
     pub key: PostKey,
+    /// The targets pressed for: `retry:<key>` is every pending one (empty); `…:<key>@<network>`
+    /// is that one; `done:<key>` and `force:<key>` are LinkedIn's.
+    pub targets: Vec<Network>,
 }
 
-/// Parses `retry:<key>`, `done:<key>`, `force:<key>` (at most 64 bytes).
+/// Parses `retry:<key>`, `done:<key>`, `force:<key>`, each optionally `@<network>` (at most 64
+/// bytes).
 ///
 /// # Errors
 /// A short reason for the answer shown to the user.
@@ -50,8 +55,24 @@ pub fn parse_data(data: &str) -> Result<Press, String> {
         "force" => Action::Force,
         _ => return Err("unknown button".into()),
     };
+    let (key, network) = match key.split_once('@') {
+        Some((key, n)) => (
+            key,
+            Some(Network::parse(n).ok_or_else(|| "unknown target in button".to_owned())?),
+        ),
+        None => (key, None),
+    };
     let key = PostKey::parse(key).map_err(|_| "invalid draft key in button".to_owned())?;
-    Ok(Press { action, key })
+    let targets = match (action, network) {
+        (_, Some(n)) => vec![n],
+        (Action::Post, None) => vec![],
+        (_, None) => vec![Network::Linkedin],
+    };
+    Ok(Press {
+        action,
+        key,
+        targets,
+    })
 }
 
 /// What kind of update arrived.
@@ -222,10 +243,14 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
             return ok(json!({"ignored": "no data"}));
         }
     };
+    let on = press
+        .targets
+        .first()
+        .map_or("every pending target", |n| n.label());
     let saying = match press.action {
-        Action::Post => format!("Retrying {}…", press.key),
-        Action::Done => format!("Recording {} as on LinkedIn…", press.key),
-        Action::Force => format!("Posting {} anyway…", press.key),
+        Action::Post => format!("Retrying {} ({on})…", press.key),
+        Action::Done => format!("Recording {} as on {on}…", press.key),
+        Action::Force => format!("Posting {} anyway to {on}…", press.key),
     };
     answer(app, &dl, &cb.query_id, &saying).await;
 
@@ -236,7 +261,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         source: Source::Telegram,
         run_id,
         reply_to: cb.message,
-        targets: Vec::new(),
+        targets: press.targets,
     };
     let outcome = app.pipeline.run(request, dl).await;
     ok(json!({"outcome": outcome}))
@@ -262,10 +287,27 @@ mod tests {
             "retry:Blog-x",
             "retry:blog",
             "retry:blog-x;rm",
+            "retry:blog-x@myspace",
+            "retry:blog-x@",
+            "done:blog-x@x@x",
             &format!("retry:blog-{}", "a".repeat(60)),
         ] {
             assert!(parse_data(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn buttons_name_their_targets() {
+        let t = |d: &str| parse_data(d).unwrap().targets;
+        assert_eq!(t("retry:blog-x"), vec![]);
+        assert_eq!(t("retry:blog-x@x"), vec![Network::X]);
+        assert_eq!(t("retry:blog-x@linkedin"), vec![Network::Linkedin]);
+        assert_eq!(t("done:blog-x"), vec![Network::Linkedin]);
+        assert_eq!(t("force:blog-x@telegram"), vec![Network::Telegram]);
+        assert_eq!(
+            parse_data("done:blog-x@x").unwrap().key.to_string(),
+            "blog-x"
+        );
     }
 
     #[test]

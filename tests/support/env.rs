@@ -111,6 +111,7 @@ impl Env {
             ("POSTONCE_REDIS_TIMEOUT_MS", "1000".to_owned()),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", "2000".to_owned()),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1500".to_owned()),
+            ("POSTONCE_X_TIMEOUT_MS", "1500".to_owned()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

@@ -1,0 +1,247 @@
+//! Targets (DESIGN.md "Targets"): one run posts every target of the draft that has no record,
+//! concurrently, each in its own [`Lane`] under its own claim and budget, and answers one
+//! outcome that carries each target's. Text is checked per target, counted its network's way.
+
+use futures_util::future::join_all;
+
+use super::*;
+
+/// A caption too long (or empty) for one target: a 400 naming the target and its limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct TextError {
+    /// The input field to name: `caption`, or `captions.<network>` when the draft carried
+    /// that network's own caption.
+    pub field: String,
+    pub network: Network,
+    pub message: String,
+}
+
+impl PostRequest {
+    /// This request for one target: its per-target key, and the content that target posts.
+    fn for_target(&self, network: Network) -> PostRequest {
+        PostRequest {
+            key: self.key.on(network),
+            content: self.content.as_ref().map(|c| c.for_target(network)),
+            action: self.action,
+            source: self.source,
+            run_id: self.run_id.clone(),
+            reply_to: self.reply_to,
+            targets: vec![network],
+        }
+    }
+}
+
+impl Pipeline {
+    /// The targets a draft sent with `requested` (empty: `POSTONCE_TARGETS`) goes to, in
+    /// order, without repeats.
+    pub fn targets_for(&self, requested: &[Network]) -> Vec<Network> {
+        let wanted = if requested.is_empty() {
+            &self.default_targets
+        } else {
+            requested
+        };
+        let mut out: Vec<Network> = Vec::new();
+        for n in wanted {
+            if !out.contains(n) {
+                out.push(*n);
+            }
+        }
+        out
+    }
+
+    /// Checks the draft's text for every target, counted each network's way (X weighted,
+    /// the channel in UTF-16 units, LinkedIn in characters), before anything is stored.
+    /// Nothing is ever truncated.
+    ///
+    /// # Errors
+    /// The first target the text does not fit, or a target this version cannot post to.
+    pub fn check_text(&self, content: &DraftContent, targets: &[Network]) -> Result<(), TextError> {
+        for n in content.captions.keys() {
+            if !targets.contains(n) {
+                return Err(TextError {
+                    field: format!("captions.{}", n.as_str()),
+                    network: *n,
+                    message: format!(
+                        "is a caption for {}, which is not a target of this draft (targets: {})",
+                        n.as_str(),
+                        names(targets)
+                    ),
+                });
+            }
+        }
+        for n in targets {
+            let field = if content.captions.contains_key(n) {
+                format!("captions.{}", n.as_str())
+            } else {
+                "caption".to_owned()
+            };
+            let Some(lane) = self.lane(*n) else {
+                return Err(TextError {
+                    field: "targets".into(),
+                    network: *n,
+                    message: format!(
+                        "{} is not supported by this version; targets: {}",
+                        n.as_str(),
+                        names(&self.lanes.keys().copied().collect::<Vec<_>>())
+                    ),
+                });
+            };
+            let text = full_text(&content.for_target(*n));
+            let len = lane.adapter.text_len(&text);
+            let max = lane.adapter.max_text();
+            if text.trim().is_empty() || len > max {
+                return Err(TextError {
+                    field,
+                    network: *n,
+                    message: format!(
+                        "is too long for {}: {len} counted {}'s way (with the link, if appended); {} takes 1 to {max}. Shorten it, or give {} its own caption",
+                        n.as_str(),
+                        n.label(),
+                        n.label(),
+                        n.as_str()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The targets this run posts, and every target of the draft (for the report). A draft
+    /// sent with the request goes to the targets it names; a run without one (a button, the
+    /// sweeper, a retry) finds the targets the draft has state for.
+    async fn plan(&self, req: &PostRequest, dl: &Deadline) -> (Vec<Network>, Vec<Network>) {
+        if req.content.is_some() {
+            let selected = self.targets_for(&req.targets);
+            return (selected.clone(), selected);
+        }
+        let t = self.settings.timeouts;
+        let probes = self.lanes.iter().map(|(n, lane)| {
+            let key = req.key.on(*n);
+            async move {
+                let loaded = dl.work(t.dynamodb, lane.records.load(&key, None)).await;
+                let has = matches!(&loaded, Ok(Ok(s)) if s.record.is_some() || s.draft.is_some());
+                (*n, has)
+            }
+        });
+        let known: Vec<Network> = join_all(probes)
+            .await
+            .into_iter()
+            .filter_map(|(n, has)| has.then_some(n))
+            .collect();
+        let selected = if !req.targets.is_empty() {
+            self.targets_for(&req.targets)
+        } else if known.is_empty() {
+            self.targets_for(&[])
+        } else {
+            known.clone()
+        };
+        let mut all = selected.clone();
+        all.extend(known.iter().filter(|n| !selected.contains(n)));
+        all.sort();
+        (selected, all)
+    }
+
+    /// Runs the pipeline for `req` within `dl`: every selected target concurrently, each in
+    /// its lane; reports the combined outcome once, and returns it.
+    #[tracing::instrument(name = "run", skip_all, fields(key = %req.key, run = %req.run_id, source = req.source.as_str()))]
+    pub async fn run(&self, req: PostRequest, dl: Deadline) -> Outcome {
+        let base = req.key.base();
+        let req = PostRequest { key: base, ..req };
+        let (selected, all) = self.plan(&req, &dl).await;
+        let runs = selected.iter().map(|n| {
+            let one = req.for_target(*n);
+            async move {
+                match self.lane(*n) {
+                    Some(lane) => lane.run(&one, dl).await,
+                    None => failed(
+                        &one.key,
+                        false,
+                        format!(
+                            "{} is not supported by this version; nothing was posted",
+                            n.as_str()
+                        ),
+                    ),
+                }
+            }
+        });
+        let mut parts = join_all(runs).await;
+        for n in all.iter().filter(|n| !selected.contains(n)) {
+            if let Some(lane) = self.lane(*n) {
+                parts.push(lane.as_it_stands(&req.key.on(*n), &dl).await);
+            }
+        }
+        parts.sort_by_key(|p| p.network);
+        // The sweeper's own "another run is posting" is noise: the run holding the claim
+        // reports. Every trigger's outcome is reported, as the outcomes table says.
+        let quiet = req.source == Source::Sweep
+            && parts
+                .iter()
+                .filter(|p| selected.contains(&p.network))
+                .all(|p| p.outcome == OutcomeKind::BeingPosted);
+        let outcome = Outcome::combine(&req.key, parts);
+        tracing::info!(outcome = outcome.outcome.as_str(), retryable = outcome.retryable, detail = %outcome.detail, "run ended");
+        if !quiet {
+            self.report(&req, &outcome, &dl).await;
+        }
+        outcome
+    }
+}
+
+impl Lane {
+    /// Where a target this run did not touch stands, from its stored state (the report shows
+    /// every target of the draft).
+    async fn as_it_stands(&self, key: &PostKey, dl: &Deadline) -> Outcome {
+        let t = self.settings.timeouts;
+        let mut outcome =
+            match flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await) {
+                Err(e) => failed(key, true, format!("could not read where it stands: {e}")),
+                Ok(Snapshot {
+                    record: Some(r), ..
+                }) => {
+                    let mut o = Outcome::new(
+                        key,
+                        OutcomeKind::AlreadyPosted,
+                        format!(
+                            "recorded at {} by {}",
+                            crate::record::rfc3339(r.posted_at),
+                            r.source
+                        ),
+                    )
+                    .with_urn(r.urn);
+                    o.url = r.url;
+                    o
+                }
+                Ok(Snapshot { draft: None, .. }) => failed(key, true, "not posted yet"),
+                Ok(Snapshot { draft: Some(d), .. }) => {
+                    let why = d.last_error.clone().unwrap_or_default();
+                    match d.status {
+                        DraftStatus::Unknown => {
+                            Outcome::new(key, OutcomeKind::Unknown, why).retryable(d.retryable)
+                        }
+                        DraftStatus::Failed => failed(key, d.retryable, why),
+                        DraftStatus::NeedsReview => failed(
+                            key,
+                            true,
+                            format!("gave up after {} attempts: {why}", d.attempts),
+                        ),
+                        DraftStatus::New => failed(key, true, "not posted yet"),
+                        DraftStatus::Posted => {
+                            Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded")
+                        }
+                    }
+                }
+            };
+        outcome.dry_run =
+            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+        outcome
+    }
+}
+
+fn names(targets: &[Network]) -> String {
+    targets
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
