@@ -71,7 +71,7 @@ impl Env {
 
     /// An environment whose drafts go to three targets (`POSTONCE_TARGETS=linkedin,x,telegram`):
     /// LinkedIn, the X fake (`X_API_URL`, the four OAuth 1.0a variables with the fake's
-    /// credentials, `POSTONCE_X_TIMEOUT_MS` 1.5 s like LinkedIn's) and the Telegram channel
+    /// credentials; `POSTONCE_X_TIMEOUT_MS` is 1.5 s like LinkedIn's in every environment) and the Telegram channel
     /// fake `@postonce_chan` (`TELEGRAM_CHANNEL_ID`), which answers `sendPhoto` and `getChat`
     /// at the same `TELEGRAM_API_URL` and for the same bot token as the owner's reports.
     /// `overrides` are applied last (an empty value removes a variable).
@@ -125,7 +125,6 @@ impl Env {
                 ("X_ACCESS_TOKEN", ACCESS_TOKEN.to_owned()),
                 ("X_ACCESS_TOKEN_SECRET", ACCESS_TOKEN_SECRET.to_owned()),
                 ("X_API_URL", x.uri()),
-                ("POSTONCE_X_TIMEOUT_MS", "1500".to_owned()),
                 ("TELEGRAM_CHANNEL_ID", format!("@{CHANNEL}")),
             ] {
                 vars.insert(k.to_owned(), v);
