@@ -217,17 +217,24 @@ fn claim(env: &Env, key: &PostKey, n: Network) -> String {
 /// 50 runs of one three-target draft started together across 5 sets of clients (5 Lambda
 /// sandboxes): exactly one create per target at the fakes, whose duplicate checks are off.
 ///
-/// Watched red: with the lane's per-target claim name replaced by the draft's bare key for X
-/// (every X lane then contends for LinkedIn's `claim:<key>` after LinkedIn's lane released it,
-/// so claim and record check no longer guard `posted:<key>@x`), see the figures noted at the
-/// bottom of this test.
+/// Watched red (src patched by hand, not committed), with the X lane's claim taken under the
+/// draft's bare key, i.e. LinkedIn's `claim:<key>` (`acquire` and the `ClaimGuard` in
+/// src/pipeline/guard.rs): a later run's X lane gets that claim as soon as LinkedIn's lane (fast
+/// here) released it, while the first run's X lane is still uploading. Result: "one media
+/// upload at X" failed with 9 uploads (rule 1: no upload without the target's claim); the
+/// conditional intent, the second lock, still stopped the creates. With the X intent also made
+/// unconditional (`update_draft(.., &[], ..)` in src/pipeline/publish.rs), "exactly one run
+/// posted to x" failed with 4 and then 11 X posts at the fake (11 creates), LinkedIn and the
+/// channel still 1 each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_racing_runs_post_once_per_target() {
     let env = env_with(&[]).await;
-    // Slow answers keep each claim held for a while, so that most runs meet a held claim and
-    // the rest meet the record: both guards are exercised.
-    env.linkedin.set_delay(Duration::from_millis(150));
-    env.x().set_delay(Duration::from_millis(150));
+    // LinkedIn answers fast and X slowly: while the first run's X lane is still uploading
+    // (before its intent exists), its LinkedIn lane is done and most later runs meet
+    // LinkedIn's record. So X's own claim is the only thing between a later run and a second
+    // X post; the channel sits in between.
+    env.linkedin.set_delay(Duration::from_millis(50));
+    env.x().set_delay(Duration::from_millis(250));
     let key = env.key();
     let content = env.announcement(&key);
     let mut pool = vec![env.app.clone()];
@@ -236,11 +243,18 @@ async fn fifty_racing_runs_post_once_per_target() {
     }
     let started = Instant::now();
     let mut handles = Vec::new();
-    for i in 0..50 {
-        let app = pool[i % pool.len()].clone();
+    for i in 0..50u64 {
+        let app = pool[usize::try_from(i).expect("small") % pool.len()].clone();
         let req = env.request(&key, Some(content.clone()));
         let dl = env.deadline();
-        handles.push(tokio::spawn(async move { app.pipeline.run(req, dl).await }));
+        // The first ten start together; the rest arrive every 20 ms over the next 0.8 s, while
+        // the first run's lanes are uploading, posting, recording and releasing, so that runs
+        // meet each target at every stage (claim held, posted but not yet recorded, recorded).
+        let stagger = Duration::from_millis(20 * i.saturating_sub(10));
+        handles.push(tokio::spawn(async move {
+            tokio::time::sleep(stagger).await;
+            app.pipeline.run(req, dl).await
+        }));
     }
     let mut outcomes = Vec::new();
     for h in handles {
@@ -292,9 +306,12 @@ async fn fifty_racing_runs_post_once_per_target() {
     }
     let (li, x, ch) = (&env.linkedin, env.x(), env.channel());
     println!(
-        "  at the fakes: LinkedIn create-post requests {} / posts {}; X create requests {} / posts {}; channel sendPhoto requests {} / messages {}",
+        "  at the fakes: LinkedIn initializeUpload {} / uploads {} / create-post requests {} / posts {}; X media uploads {} / create requests {} / posts {}; channel sendPhoto requests {} / messages {}",
+        li.init_requests(),
+        li.uploads(),
         li.create_requests(),
         li.posts_created(),
+        x.upload_requests(),
         x.create_requests(),
         x.posts_created(),
         ch.send_photo_requests(),
@@ -309,6 +326,10 @@ async fn fifty_racing_runs_post_once_per_target() {
             per_target[&n]
         );
     }
+    // Rule 1 per target: nothing is uploaded without that target's claim, so only the run
+    // that holds it uploads.
+    assert_eq!(li.init_requests(), 1, "one initializeUpload at LinkedIn");
+    assert_eq!(x.upload_requests(), 1, "one media upload at X");
     assert_eq!(li.create_requests(), 1, "one create-post at LinkedIn");
     assert_eq!(li.posts_created(), 1);
     assert_eq!(x.create_requests(), 1, "one create at X");
@@ -942,7 +963,8 @@ impl Write for Capture {
 /// X's four credentials (and the suite's other secrets) never appear in the logs, at TRACE
 /// for every crate, nor in the outcome JSON or the owner's reports, across X's answers:
 /// posted, 401, 429, 5xx in doubt, a refused read after the quiet period, connection refused,
-/// and doctor with a wrong secret. The runtime is single-threaded so that the scoped capture
+/// and doctor with a wrong secret; and the bot token when the channel's Bot API (whose URLs
+/// carry it) cannot be reached. The runtime is single-threaded so that the scoped capture
 /// sees every task of the runs.
 #[tokio::test]
 async fn x_secrets_stay_out_of_logs_outcomes_and_reports() {
@@ -978,6 +1000,10 @@ async fn x_secrets_stay_out_of_logs_outcomes_and_reports() {
     let unreachable = env.app_with(&[("X_API_URL", &closed)]).await;
     let req = env.request(&env.key(), Some(env.content("X cannot be reached")));
     outcomes.push(unreachable.pipeline.run(req, env.deadline()).await);
+    // The Bot API (channel and reports) cannot be reached: its URLs carry the bot token.
+    let no_bot_api = env.app_with(&[("TELEGRAM_API_URL", &closed)]).await;
+    let req = env.request(&env.key(), Some(env.content("Telegram cannot be reached")));
+    outcomes.push(no_bot_api.pipeline.run(req, env.deadline()).await);
     let wrong = env
         .app_with(&[("X_ACCESS_TOKEN_SECRET", "x-wrong-token-secret")])
         .await;
