@@ -4,6 +4,56 @@
 use super::*;
 
 impl Lane {
+    /// Whether `record` decides this lane's target: a dry run's record in the real namespace
+    /// (only an older version could leave one) is not a post.
+    pub(super) fn counts(&self, record: &PostedRecord) -> bool {
+        self.adapter.is_dry_run() || !record.urn.as_deref().is_some_and(is_dry_run_urn)
+    }
+
+    /// A recorded target: answered from its record, which never expires, so finding it is
+    /// final and needs no claim. A draft stored again after its record (a redelivery after the
+    /// draft expired) is marked done, so the sweeper leaves it alone.
+    pub(super) async fn already(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        record: &PostedRecord,
+        draft: Option<&Draft>,
+    ) -> Outcome {
+        if draft.is_some_and(|d| d.status != DraftStatus::Posted) {
+            let expires_at =
+                now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
+            let open = [
+                DraftStatus::New,
+                DraftStatus::Failed,
+                DraftStatus::Unknown,
+                DraftStatus::NeedsReview,
+            ];
+            self.note(
+                key,
+                dl,
+                &DraftUpdate::Recorded { expires_at },
+                &open,
+                "the record",
+            )
+            .await;
+        }
+        let how = match record.source.as_str() {
+            "owner" => "confirmed by the owner",
+            _ => "recorded",
+        };
+        let mut outcome = Outcome::new(
+            key,
+            OutcomeKind::AlreadyPosted,
+            format!("{how} at {} by {}", record.posted_at, record.source),
+        )
+        .with_urn(record.urn.clone());
+        outcome.url = record.url.clone();
+        outcome.dry_run =
+            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+        outcome
+    }
+
     /// The run while it holds the claim.
     pub(super) async fn claimed(
         &self,
@@ -37,42 +87,11 @@ impl Lane {
         if dry_record && !self.adapter.is_dry_run() {
             // A dry run's record in the real namespace (an older version's): not a post.
             tracing::warn!("ignoring a dry run's record; this real run decides without it");
-        } else if let Some(record) = snapshot.record.clone() {
-            // A draft stored again after its record (a redelivery after the draft expired)
-            // is done: mark it so the sweeper leaves it alone.
-            if snapshot
-                .draft
-                .as_ref()
-                .is_some_and(|d| d.status != DraftStatus::Posted)
-            {
-                let expires_at =
-                    now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
-                let open = [
-                    DraftStatus::New,
-                    DraftStatus::Failed,
-                    DraftStatus::Unknown,
-                    DraftStatus::NeedsReview,
-                ];
-                self.note(
-                    key,
-                    dl,
-                    &DraftUpdate::Recorded { expires_at },
-                    &open,
-                    "the record",
-                )
-                .await;
-            }
-            let how = match record.source.as_str() {
-                "owner" => "confirmed by the owner",
-                _ => "recorded",
-            };
-            let outcome = Outcome::new(
-                key,
-                OutcomeKind::AlreadyPosted,
-                format!("{how} at {} by {}", record.posted_at, record.source),
-            )
-            .with_urn(record.urn);
-            return (outcome, Finish::Release);
+        } else if let Some(record) = &snapshot.record {
+            return (
+                self.already(key, dl, record, snapshot.draft.as_ref()).await,
+                Finish::Release,
+            );
         }
         if let Some(why) = fault("after-check").await {
             return (failed(key, true, why), Finish::Release);

@@ -17,6 +17,16 @@ pub struct TextError {
     pub message: String,
 }
 
+/// What one run does, from [`Pipeline::plan`].
+struct Plan {
+    /// The targets to run.
+    selected: Vec<Network>,
+    /// Every target of the draft, for the report.
+    all: Vec<Network>,
+    /// Targets found recorded: already answered.
+    recorded: Vec<Outcome>,
+}
+
 impl PostRequest {
     /// This request for one target: its per-target key, and the content that target posts.
     fn for_target(&self, network: Network) -> PostRequest {
@@ -107,28 +117,47 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The targets this run posts, and every target of the draft (for the report). A draft
-    /// sent with the request goes to the targets it names; a run without one (a button, the
-    /// sweeper, a retry) finds the targets the draft has state for.
-    async fn plan(&self, req: &PostRequest, dl: &Deadline) -> (Vec<Network>, Vec<Network>) {
+    /// The targets this run posts, every target of the draft (for the report), and the
+    /// outcomes of targets found recorded on the way. A draft sent with the request goes to
+    /// the targets it names; a run without one (a button, the sweeper, a retry) finds the
+    /// targets the draft has state for. A record never expires, so a target found recorded is
+    /// answered from it at once, without a claim.
+    async fn plan(&self, req: &PostRequest, dl: &Deadline) -> Plan {
         if req.content.is_some() {
             let selected = self.targets_for(&req.targets);
-            return (selected.clone(), selected);
+            return Plan {
+                all: selected.clone(),
+                selected,
+                recorded: Vec::new(),
+            };
         }
         let t = self.settings.timeouts;
         let probes = self.lanes.iter().map(|(n, lane)| {
             let key = req.key.on(*n);
             async move {
                 let loaded = dl.work(t.dynamodb, lane.records.load(&key, None)).await;
-                let has = matches!(&loaded, Ok(Ok(s)) if s.record.is_some() || s.draft.is_some());
-                (*n, has)
+                let snapshot = match loaded {
+                    Ok(Ok(s)) => s,
+                    _ => return (*n, false, None),
+                };
+                let has = snapshot.record.is_some() || snapshot.draft.is_some();
+                let done = match &snapshot.record {
+                    Some(r) if lane.counts(r) => {
+                        Some(lane.already(&key, dl, r, snapshot.draft.as_ref()).await)
+                    }
+                    _ => None,
+                };
+                (*n, has, done)
             }
         });
-        let known: Vec<Network> = join_all(probes)
-            .await
-            .into_iter()
-            .filter_map(|(n, has)| has.then_some(n))
-            .collect();
+        let mut known: Vec<Network> = Vec::new();
+        let mut recorded: Vec<Outcome> = Vec::new();
+        for (n, has, done) in join_all(probes).await {
+            if has {
+                known.push(n);
+            }
+            recorded.extend(done);
+        }
         let selected = if !req.targets.is_empty() {
             self.targets_for(&req.targets)
         } else if known.is_empty() {
@@ -139,7 +168,15 @@ impl Pipeline {
         let mut all = selected.clone();
         all.extend(known.iter().filter(|n| !selected.contains(n)));
         all.sort();
-        (selected, all)
+        let selected = selected
+            .into_iter()
+            .filter(|n| !recorded.iter().any(|o| o.network == *n))
+            .collect();
+        Plan {
+            selected,
+            all,
+            recorded,
+        }
     }
 
     /// Runs the pipeline for `req` within `dl`: every selected target concurrently, each in
@@ -148,7 +185,11 @@ impl Pipeline {
     pub async fn run(&self, req: PostRequest, dl: Deadline) -> Outcome {
         let base = req.key.base();
         let req = PostRequest { key: base, ..req };
-        let (selected, all) = self.plan(&req, &dl).await;
+        let Plan {
+            selected,
+            all,
+            recorded,
+        } = self.plan(&req, &dl).await;
         let runs = selected.iter().map(|n| {
             let one = req.for_target(*n);
             async move {
@@ -166,15 +207,22 @@ impl Pipeline {
             }
         });
         let mut parts = join_all(runs).await;
-        for n in all.iter().filter(|n| !selected.contains(n)) {
-            if let Some(lane) = self.lane(*n) {
-                parts.push(lane.as_it_stands(&req.key.on(*n), &dl).await);
+        parts.extend(recorded);
+        let untouched: Vec<Network> = all
+            .iter()
+            .copied()
+            .filter(|n| !selected.contains(n) && !parts.iter().any(|p| p.network == *n))
+            .collect();
+        for n in untouched {
+            if let Some(lane) = self.lane(n) {
+                parts.push(lane.as_it_stands(&req.key.on(n), &dl).await);
             }
         }
         parts.sort_by_key(|p| p.network);
         // The sweeper's own "another run is posting" is noise: the run holding the claim
         // reports. Every trigger's outcome is reported, as the outcomes table says.
         let quiet = req.source == Source::Sweep
+            && !selected.is_empty()
             && parts
                 .iter()
                 .filter(|p| selected.contains(&p.network))
