@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, X_CREDENTIAL_VARS};
 use crate::publish::linkedin_target::LinkedInTarget;
+use crate::publish::mastodon::{MastodonAdapter, MastodonDryRun};
 use crate::publish::network::{Network, NetworkAdapter};
 use crate::publish::telegram_channel::{DryRunChannel, TelegramChannel};
 use crate::publish::x::{XAdapter, XDryRun};
@@ -20,7 +21,7 @@ use crate::publish::Publisher;
 /// # Errors
 /// A message naming the variable when an adapter cannot be set up (a malformed
 /// `TELEGRAM_CHANNEL_ID`, which [`Config`] has already refused).
-pub fn build(
+pub async fn build(
     config: &Config,
     http: &reqwest::Client,
     linkedin: Arc<dyn Publisher>,
@@ -53,6 +54,36 @@ pub fn build(
             (_, channel) => Arc::new(DryRunChannel::new(&config.telegram_api_url, channel)),
         };
     adapters.insert(Network::Telegram, channel);
+
+    let mastodon: Arc<dyn NetworkAdapter> = match (&config.mastodon_url, &config.mastodon_token) {
+        (Some(url), Some(token)) => {
+            let adapter = MastodonAdapter::new(http.clone(), url, token.clone());
+            // The instance's own limits (characters, image size), read once so that text is
+            // checked at input time against them; without them, Mastodon's default 500 holds
+            // and the instance still refuses what it does not take.
+            let read = tokio::time::timeout(
+                config
+                    .timeouts
+                    .mastodon
+                    .min(std::time::Duration::from_secs(3)),
+                adapter.instance_limits(),
+            )
+            .await;
+            let failed = match read {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("no answer in time".to_owned()),
+            };
+            if let Some(why) = failed {
+                tracing::warn!(error = %why, "could not read the Mastodon instance's limits; checking text against 500 characters");
+            }
+            Arc::new(adapter)
+        }
+        (url, _) => Arc::new(MastodonDryRun::new(
+            url.as_deref().unwrap_or("https://mastodon.example"),
+        )),
+    };
+    adapters.insert(Network::Mastodon, mastodon);
     Ok(adapters)
 }
 
@@ -75,7 +106,16 @@ pub fn missing_credentials(config: &Config, network: Network) -> Vec<&'static st
             }
             missing
         }
-        Network::Mastodon => vec!["MASTODON_URL", "MASTODON_ACCESS_TOKEN"],
+        Network::Mastodon => {
+            let mut missing = Vec::new();
+            if config.mastodon_url.is_none() {
+                missing.push("MASTODON_URL");
+            }
+            if config.mastodon_token.is_none() {
+                missing.push("MASTODON_ACCESS_TOKEN");
+            }
+            missing
+        }
         Network::Bluesky => vec!["BLUESKY_IDENTIFIER", "BLUESKY_APP_PASSWORD"],
         _ => Vec::new(),
     }
@@ -110,10 +150,12 @@ mod tests {
         Config::from_lookup(|k| map.get(k).cloned()).expect("valid")
     }
 
-    fn adapters(c: &Config) -> BTreeMap<Network, Arc<dyn NetworkAdapter>> {
+    async fn adapters(c: &Config) -> BTreeMap<Network, Arc<dyn NetworkAdapter>> {
         let linkedin: Arc<dyn Publisher> =
             Arc::new(DryRun::new(&c.linkedin_api_url, None, &c.linkedin_version));
-        build(c, &crate::app::http_client().unwrap(), linkedin).unwrap()
+        build(c, &crate::app::http_client().unwrap(), linkedin)
+            .await
+            .unwrap()
     }
 
     const X_VARS: [(&str, &str); 4] = [
@@ -123,13 +165,18 @@ mod tests {
         ("X_ACCESS_TOKEN_SECRET", "ts"),
     ];
 
-    #[test]
-    fn every_supported_network_gets_an_adapter_dry_without_credentials() {
+    #[tokio::test]
+    async fn every_supported_network_gets_an_adapter_dry_without_credentials() {
         let c = config(&[]);
-        let a = adapters(&c);
+        let a = adapters(&c).await;
         assert_eq!(
             a.keys().copied().collect::<Vec<_>>(),
-            vec![Network::Linkedin, Network::X, Network::Telegram]
+            vec![
+                Network::Linkedin,
+                Network::X,
+                Network::Telegram,
+                Network::Mastodon
+            ]
         );
         for (network, adapter) in &a {
             assert_eq!(adapter.network(), *network);
@@ -145,8 +192,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn configured_networks_post_for_real() {
+    #[tokio::test]
+    async fn configured_networks_post_for_real() {
         let mut pairs = X_VARS.to_vec();
         pairs.extend([
             ("TELEGRAM_BOT_TOKEN", "123:abc"),
@@ -154,7 +201,7 @@ mod tests {
             ("TELEGRAM_CHANNEL_ID", "@postonce_chan"),
         ]);
         let c = config(&pairs);
-        let a = adapters(&c);
+        let a = adapters(&c).await;
         assert!(!a[&Network::X].is_dry_run());
         assert!(!a[&Network::Telegram].is_dry_run());
         assert!(missing_credentials(&c, Network::X).is_empty());
@@ -167,10 +214,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
+    #[tokio::test]
+    async fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
         let c = config(&[("TELEGRAM_CHANNEL_ID", "-1001234567890")]);
-        assert!(adapters(&c)[&Network::Telegram].is_dry_run());
+        assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
         assert_eq!(
             missing_credentials(&c, Network::Telegram),
             ["TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"]
@@ -179,7 +226,7 @@ mod tests {
             ("TELEGRAM_BOT_TOKEN", "123:abc"),
             ("TELEGRAM_CHAT_ID", "42"),
         ]);
-        assert!(adapters(&c)[&Network::Telegram].is_dry_run());
+        assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
         assert_eq!(
             dry_run_note(&c, Network::Telegram),
             "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"

@@ -117,7 +117,7 @@ impl App {
             )),
         };
 
-        let adapters = crate::adapters::build(&config, &http, publisher.clone())?;
+        let adapters = crate::adapters::build(&config, &http, publisher.clone()).await?;
 
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
@@ -153,10 +153,10 @@ impl App {
             let budget = match network {
                 Network::Linkedin => config.timeouts.linkedin,
                 Network::X => config.timeouts.x,
+                Network::Mastodon => config.timeouts.mastodon,
+                Network::Bluesky => config.timeouts.bluesky,
                 // The channel's calls are Bot API calls, as the owner's reports are.
-                Network::Telegram | Network::Mastodon | Network::Bluesky => {
-                    config.timeouts.telegram
-                }
+                Network::Telegram => config.timeouts.telegram,
             };
             lanes.insert(
                 *network,

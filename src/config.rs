@@ -170,7 +170,12 @@ pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
 
 /// The networks this version can post to (`POSTONCE_TARGETS` and a draft's `targets` name them).
-pub const SUPPORTED_TARGETS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
+pub const SUPPORTED_TARGETS: [Network; 4] = [
+    Network::Linkedin,
+    Network::X,
+    Network::Telegram,
+    Network::Mastodon,
+];
 
 /// The X credential variables, in the order [`Credentials`] holds them.
 pub const X_CREDENTIAL_VARS: [&str; 4] = [
@@ -181,7 +186,7 @@ pub const X_CREDENTIAL_VARS: [&str; 4] = [
 ];
 
 /// One target name as `POSTONCE_TARGETS` (and a draft's `targets`) spell it: lower case,
-/// exact. `mastodon` and `bluesky` are networks this version cannot post to yet.
+/// exact. `bluesky` is a network this version cannot post to yet.
 ///
 /// # Errors
 /// What is wrong with `name`, listing the valid names.
@@ -549,13 +554,18 @@ impl Config {
         // budget bounds how long our side keeps a request open: the call is dropped at it.)
         // Every network a draft may be posted to counts, not only the default targets: a
         // draft may name its own. (The channel's create runs on the Telegram budget.)
-        let budgets = [
+        // Mastodon's and Bluesky's count once they post for real (their dry runs send nothing).
+        let mut budgets = vec![
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
-            ("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon),
-            ("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky),
         ];
+        if mastodon_url.is_some() && mastodon_token.is_some() {
+            budgets.push(("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon));
+        }
+        if bluesky.is_some() {
+            budgets.push(("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky));
+        }
         let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
         if reconcile_after <= longest_budget {
             let named: Vec<String> = budgets
@@ -911,15 +921,13 @@ mod tests {
             .to_string();
         assert!(msg.contains("lower case: linkedin"), "{msg}");
         // Known networks this version cannot post to yet.
-        for name in ["mastodon", "bluesky"] {
-            let err = load(&[("POSTONCE_TARGETS", &format!("linkedin,{name}"))]).unwrap_err();
-            assert_eq!(err.var, "POSTONCE_TARGETS");
-            assert!(
-                err.to_string()
-                    .contains("not supported by this version yet"),
-                "{err}"
-            );
-        }
+        let err = load(&[("POSTONCE_TARGETS", "linkedin,bluesky")]).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_TARGETS");
+        assert!(
+            err.to_string()
+                .contains("not supported by this version yet"),
+            "{err}"
+        );
         let err = load(&[("POSTONCE_TARGETS", ",,")]).unwrap_err();
         assert_eq!(err.var, "POSTONCE_TARGETS");
         assert!(err.to_string().contains("names no target"), "{err}");
