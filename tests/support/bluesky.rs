@@ -546,26 +546,22 @@ impl State {
         })
     }
 
-    /// The access token check of an authorized call.
-    fn authorize(&mut self, req: &Request) -> Result<(), ResponseTemplate> {
-        let refused = |st: &mut Self, r: ResponseTemplate| {
-            st.token_refusals += 1;
-            Err(r)
-        };
+    /// The access token check of an authorized call: `Some` is the refusal.
+    fn authorize(&mut self, req: &Request) -> Option<ResponseTemplate> {
         let Some(token) = bearer(req) else {
-            return refused(self, error(401, "AuthMissing", "Authentication Required"));
+            self.token_refusals += 1;
+            return Some(error(401, "AuthMissing", "Authentication Required"));
         };
-        match self.access.get(token) {
-            Some(&expires) if expires > self.now() => Ok(()),
-            Some(_) => refused(self, error(400, "ExpiredToken", "Token has expired")),
+        let refusal = match self.access.get(token) {
+            Some(&expires) if expires > self.now() => return None,
+            Some(_) => error(400, "ExpiredToken", "Token has expired"),
             None if self.refresh.contains_key(token) => {
-                refused(self, error(400, "InvalidToken", "Bad token scope"))
+                error(400, "InvalidToken", "Bad token scope")
             }
-            None => refused(
-                self,
-                error(400, "InvalidToken", "Token could not be verified"),
-            ),
-        }
+            None => error(400, "InvalidToken", "Token could not be verified"),
+        };
+        self.token_refusals += 1;
+        Some(refusal)
     }
 
     fn create_session(&mut self, req: &Request) -> ResponseTemplate {
@@ -616,7 +612,7 @@ impl State {
 
     fn get_session(&mut self, req: &Request) -> ResponseTemplate {
         self.get_session_requests += 1;
-        if let Err(r) = self.authorize(req) {
+        if let Some(r) = self.authorize(req) {
             return r;
         }
         json_answer(
@@ -645,7 +641,7 @@ impl State {
 
     fn upload_blob(&mut self, req: &Request) -> ResponseTemplate {
         self.upload_requests += 1;
-        if let Err(r) = self.authorize(req) {
+        if let Some(r) = self.authorize(req) {
             return r;
         }
         let mode = self.upload_mode;
@@ -695,7 +691,7 @@ impl State {
     }
 
     fn put_record_answer(&mut self, req: &Request, body: &Value) -> ResponseTemplate {
-        if let Err(r) = self.authorize(req) {
+        if let Some(r) = self.authorize(req) {
             return r;
         }
         let mode = self.put_mode;
