@@ -77,6 +77,10 @@ pub struct Timeouts {
     pub telegram: Duration,
     /// X (`POSTONCE_X_TIMEOUT_MS`).
     pub x: Duration,
+    /// Mastodon (`POSTONCE_MASTODON_TIMEOUT_MS`).
+    pub mastodon: Duration,
+    /// Bluesky (`POSTONCE_BLUESKY_TIMEOUT_MS`).
+    pub bluesky: Duration,
 }
 
 impl Default for Timeouts {
@@ -88,6 +92,8 @@ impl Default for Timeouts {
             dynamodb: Duration::from_millis(8_000),
             telegram: Duration::from_millis(8_000),
             x: Duration::from_millis(10_000),
+            mastodon: Duration::from_millis(10_000),
+            bluesky: Duration::from_millis(10_000),
         }
     }
 }
@@ -124,6 +130,15 @@ pub struct Config {
     /// [`parse_channel_id`]. It is posted to with `TELEGRAM_BOT_TOKEN` through
     /// `TELEGRAM_API_URL`; without either the token or this, the channel is a dry run.
     pub telegram_channel_id: Option<String>,
+    /// The Mastodon instance (`MASTODON_URL`), without a trailing `/`.
+    pub mastodon_url: Option<String>,
+    /// `MASTODON_ACCESS_TOKEN`; with `mastodon_url`, Mastodon is real, else a dry run.
+    pub mastodon_token: Option<Secret>,
+    /// `BLUESKY_IDENTIFIER` (a handle or DID) and `BLUESKY_APP_PASSWORD`; `None` means
+    /// Bluesky is a dry run.
+    pub bluesky: Option<(String, Secret)>,
+    /// The account's PDS (`BLUESKY_PDS_URL`), without a trailing `/`.
+    pub bluesky_pds_url: String,
     pub image_hosts: OriginPolicy,
     pub claim_ttl: Duration,
     pub function_timeout: Duration,
@@ -440,6 +455,34 @@ impl Config {
         let telegram_channel_id = get("TELEGRAM_CHANNEL_ID")
             .map(|v| parse_channel_id(&v))
             .transpose()?;
+        let mastodon_url = match get("MASTODON_URL") {
+            Some(_) => Some(base_url(&get, "MASTODON_URL", "")?),
+            None => None,
+        };
+        let mastodon_token = get("MASTODON_ACCESS_TOKEN").map(|t| Secret::new(t.as_str()));
+        if mastodon_token.is_some() && mastodon_url.is_none() {
+            return Err(bad(
+                "MASTODON_URL",
+                "is required with MASTODON_ACCESS_TOKEN: the instance, e.g. https://mastodon.social",
+            ));
+        }
+        let bluesky = match (get("BLUESKY_IDENTIFIER"), get("BLUESKY_APP_PASSWORD")) {
+            (Some(id), Some(password)) => Some((id, Secret::new(password.as_str()))),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(bad(
+                    "BLUESKY_APP_PASSWORD",
+                    "is required with BLUESKY_IDENTIFIER (an app password from Settings → App passwords; or BLUESKY_APP_PASSWORD_PARAM, an SSM parameter name)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "BLUESKY_IDENTIFIER",
+                    "is required with BLUESKY_APP_PASSWORD: the account's handle or DID",
+                ))
+            }
+        };
+        let bluesky_pds_url = base_url(&get, "BLUESKY_PDS_URL", "https://bsky.social")?;
 
         let image_hosts = match get("POSTONCE_IMAGE_HOSTS") {
             None => OriginPolicy::any_public_https(),
@@ -465,6 +508,8 @@ impl Config {
             dynamodb: millis(&get, "POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
             telegram: millis(&get, "POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
             x: millis(&get, "POSTONCE_X_TIMEOUT_MS", 10_000)?,
+            mastodon: millis(&get, "POSTONCE_MASTODON_TIMEOUT_MS", 10_000)?,
+            bluesky: millis(&get, "POSTONCE_BLUESKY_TIMEOUT_MS", 10_000)?,
         };
         for (var, t) in [
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
@@ -473,6 +518,8 @@ impl Config {
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
+            ("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon),
+            ("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky),
         ] {
             if t >= function_timeout {
                 return Err(bad(
@@ -506,6 +553,8 @@ impl Config {
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
+            ("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon),
+            ("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky),
         ];
         let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
         if reconcile_after <= longest_budget {
@@ -571,6 +620,10 @@ impl Config {
             x,
             x_api_url,
             telegram_channel_id,
+            mastodon_url,
+            mastodon_token,
+            bluesky,
+            bluesky_pds_url,
             image_hosts,
             claim_ttl,
             function_timeout,

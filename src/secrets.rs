@@ -15,7 +15,7 @@ use aws_sdk_ssm::error::DisplayErrorContext;
 use crate::config::ConfigError;
 
 /// Variables that may be given by reference as `<NAME>_PARAM`.
-pub const BY_REFERENCE: [&str; 9] = [
+pub const BY_REFERENCE: [&str; 11] = [
     "LINKEDIN_ACCESS_TOKEN",
     "TELEGRAM_BOT_TOKEN",
     "TELEGRAM_WEBHOOK_SECRET",
@@ -25,6 +25,8 @@ pub const BY_REFERENCE: [&str; 9] = [
     "X_API_SECRET",
     "X_ACCESS_TOKEN",
     "X_ACCESS_TOKEN_SECRET",
+    "MASTODON_ACCESS_TOKEN",
+    "BLUESKY_APP_PASSWORD",
 ];
 
 /// The `<NAME>_PARAM` variable of each [`BY_REFERENCE`] name (spelled out: the template check,
@@ -39,6 +41,8 @@ fn param_var(var: &str) -> &'static str {
         "X_API_SECRET" => "X_API_SECRET_PARAM",
         "X_ACCESS_TOKEN" => "X_ACCESS_TOKEN_PARAM",
         "X_ACCESS_TOKEN_SECRET" => "X_ACCESS_TOKEN_SECRET_PARAM",
+        "MASTODON_ACCESS_TOKEN" => "MASTODON_ACCESS_TOKEN_PARAM",
+        "BLUESKY_APP_PASSWORD" => "BLUESKY_APP_PASSWORD_PARAM",
         _ => "REDIS_URL_PARAM",
     }
 }
@@ -87,35 +91,39 @@ pub async fn resolve(
         builder = builder.endpoint_url(endpoint);
     }
     let client = aws_sdk_ssm::Client::from_conf(builder.build());
-    let names: Vec<String> = wanted.iter().map(|(_, n)| n.clone()).collect();
-    let call = client
-        .get_parameters()
-        .set_names(Some(names))
-        .with_decryption(true)
-        .send();
-    let out = tokio::time::timeout(Duration::from_secs(10), call)
-        .await
-        .map_err(|_| ConfigError {
-            var: param_var(wanted[0].0),
-            problem: "SSM did not answer GetParameters within 10 s".into(),
-        })?
-        .map_err(|e| ConfigError {
-            var: param_var(wanted[0].0),
-            problem: format!(
-                "could not read SSM parameters ({}); the function's role needs ssm:GetParameters on them",
-                DisplayErrorContext(e)
-            ),
-        })?;
-    let found: HashMap<&str, &str> = out
-        .parameters()
-        .iter()
-        .filter_map(|p| Some((p.name()?, p.value()?)))
-        .collect();
+    // GetParameters takes at most 10 names per call.
+    let mut found: HashMap<String, String> = HashMap::new();
+    for chunk in wanted.chunks(10) {
+        let names: Vec<String> = chunk.iter().map(|(_, n)| n.clone()).collect();
+        let call = client
+            .get_parameters()
+            .set_names(Some(names))
+            .with_decryption(true)
+            .send();
+        let out = tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .map_err(|_| ConfigError {
+                var: param_var(chunk[0].0),
+                problem: "SSM did not answer GetParameters within 10 s".into(),
+            })?
+            .map_err(|e| ConfigError {
+                var: param_var(chunk[0].0),
+                problem: format!(
+                    "could not read SSM parameters ({}); the function's role needs ssm:GetParameters on them",
+                    DisplayErrorContext(e)
+                ),
+            })?;
+        for p in out.parameters() {
+            if let (Some(name), Some(value)) = (p.name(), p.value()) {
+                found.insert(name.to_owned(), value.to_owned());
+            }
+        }
+    }
     let mut resolved = HashMap::new();
     for (var, name) in &wanted {
         match found.get(name.as_str()) {
             Some(value) => {
-                resolved.insert((*var).to_owned(), (*value).to_owned());
+                resolved.insert((*var).to_owned(), value.clone());
             }
             None => {
                 return Err(ConfigError {

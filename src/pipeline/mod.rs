@@ -223,13 +223,25 @@ pub(crate) enum Settle {
     ReadBack,
     /// Nothing can tell: the owner is asked at once and nothing is re-sent (a channel).
     AskOwner,
+    /// After the quiet period, replay the identical request with its key: the network answers
+    /// with the post the key already made instead of a new one (Mastodon's `Idempotency-Key`
+    /// within `window`; Bluesky's record key, always). Past `window`, the post is looked up
+    /// among the account's recent posts; not found, the owner is asked (never a re-send
+    /// without the key's protection).
+    Replay { window: Option<Duration> },
 }
 
 impl Lane {
     /// This network's way to settle an ambiguous create.
     pub(crate) fn settle(&self) -> Settle {
         let caps = self.adapter.capabilities();
-        if caps.duplicate_names_post {
+        if caps.client_chosen_id {
+            Settle::Replay { window: None }
+        } else if let Some(window) = caps.idempotency_key {
+            Settle::Replay {
+                window: Some(window),
+            }
+        } else if caps.duplicate_names_post {
             Settle::Resend
         } else if caps.reads_back {
             Settle::ReadBack

@@ -94,7 +94,9 @@ impl Lane {
             .caption_hash
             .clone()
             .or_else(|| draft.content.as_ref().map(|c| self.text_hash(c)));
-        if self.settle() == Settle::ReadBack {
+        // Replay past the key's window: the post can only be looked up now.
+        let expired = matches!(self.settle(), Settle::Replay { window: Some(w) } if age > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
+        if self.settle() == Settle::ReadBack || expired {
             match self.read_back(dl, &post, pending.at).await {
                 Ok(Some(found)) => {
                     tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
@@ -103,19 +105,14 @@ impl Lane {
                         .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "reconcile")
                         .await;
                 }
+                Ok(None) if expired => {
+                    let why = format!("an earlier attempt {age}s ago may have posted it; that is past the time {on} remembers its idempotency key, and it is not among the account's recent posts");
+                    return self.settle_by_owner(req, dl, pending, why).await;
+                }
                 Ok(None) => {}
                 Err(PostError::ReadRefused { message, .. }) => {
                     let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
-                    let update = DraftUpdate::IfAttempt {
-                        run: pending.run.clone(),
-                        update: Box::new(DraftUpdate::Ambiguous {
-                            error: why.clone(),
-                            ask_owner: true,
-                        }),
-                    };
-                    self.note(key, dl, &update, &[DraftStatus::Unknown], "that the owner must decide")
-                        .await;
-                    return self.ask_owner(key, &why);
+                    return self.settle_by_owner(req, dl, pending, why).await;
                 }
                 Err(e) => {
                     return (
@@ -206,15 +203,98 @@ impl Lane {
                 )
             }
         }
-        // The kept request refers to media already uploaded; networks whose create carries
-        // the bytes are never re-sent ([`Settle::AskOwner`]), so none are needed here.
-        let media = Media {
+        let media = match self.replay_media(dl, draft, pending).await {
+            Ok(media) => media,
+            Err(why) => {
+                return (
+                    Outcome::new(
+                        key,
+                        OutcomeKind::Unknown,
+                        format!("{why}; nothing was sent. Retry later"),
+                    )
+                    .retryable(true),
+                    Finish::Release,
+                )
+            }
+        };
+        self.create(req, dl, &post, &media, hash, true, progress)
+            .await
+    }
+
+    /// The image a replay carries. A replayed Bluesky record refers to its blob, which the
+    /// network collects when nothing references it: the adapter uploads it again (same bytes,
+    /// same content address) before the replay, so the image is fetched again. The other
+    /// networks' kept requests refer to media they still hold, so none is needed; networks whose
+    /// create carries the bytes are never re-sent ([`Settle::AskOwner`]).
+    async fn replay_media(
+        &self,
+        dl: &Deadline,
+        draft: &Draft,
+        pending: &PendingPost,
+    ) -> Result<Media, String> {
+        let none = Media {
             bytes: bytes::Bytes::new(),
             content_type: "",
             alt: pending.alt.clone(),
         };
-        self.create(req, dl, &post, &media, hash, true, progress)
+        if !self.adapter.capabilities().client_chosen_id {
+            return Ok(none);
+        }
+        let Some(content) = &draft.content else {
+            return Err(
+                "the draft's image is not stored, so the replay cannot upload it again".into(),
+            );
+        };
+        let t = self.settings.timeouts;
+        match self
+            .with_retries(
+                dl,
+                t.image,
+                || self.images.fetch(&content.image),
+                ImageError::is_transient,
+                |_| None,
+            )
             .await
+        {
+            Ok(image) => Ok(Media {
+                bytes: image.bytes,
+                content_type: image.content_type,
+                alt: pending.alt.clone(),
+            }),
+            Err(Gave::Error(e)) => Err(format!(
+                "could not fetch the image again for the replay: {e}"
+            )),
+            Err(Gave::Budget(b)) => Err(format!(
+                "could not fetch the image again for the replay: {b}"
+            )),
+        }
+    }
+
+    /// Only the owner can settle this attempt: say so on the draft (the sweeper leaves it to
+    /// them) and ask.
+    async fn settle_by_owner(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        pending: &PendingPost,
+        why: String,
+    ) -> (Outcome, Finish) {
+        let update = DraftUpdate::IfAttempt {
+            run: pending.run.clone(),
+            update: Box::new(DraftUpdate::Ambiguous {
+                error: why.clone(),
+                ask_owner: true,
+            }),
+        };
+        self.note(
+            &req.key,
+            dl,
+            &update,
+            &[DraftStatus::Unknown],
+            "that the owner must decide",
+        )
+        .await;
+        self.ask_owner(&req.key, &why)
     }
 
     /// Looks for the kept request among the account's recent posts (safe to repeat).
@@ -271,6 +351,9 @@ impl Lane {
             Settle::AskOwner => format!(
                 "{on} offers no way to check, so it is never sent again automatically: check {on}, then press {} or Post anyway",
                 self.network.confirm_label()
+            ),
+            Settle::Replay { .. } => format!(
+                "Nothing is re-sent for {quiet}s (the request may still be in flight); then the identical request is replayed with its key, which {on} answers with the post it already made, if any"
             ),
         };
         Outcome::new(

@@ -205,7 +205,7 @@ impl Pipeline {
                     // from a kept claim). A run still in flight holds the claim.
                     let within = match lane.settle() {
                         Settle::Resend => now - at <= window,
-                        Settle::ReadBack => true,
+                        Settle::ReadBack | Settle::Replay { .. } => true,
                         Settle::AskOwner => false,
                     };
                     now - last > quiet && within

@@ -9,6 +9,7 @@ pub mod dry_run;
 pub mod linkedin;
 pub mod linkedin_target;
 pub mod little_text;
+pub mod mastodon;
 pub mod network;
 pub mod oauth1;
 pub mod telegram_channel;

@@ -1,6 +1,7 @@
 //! A complete test environment: real Redis and DynamoDB Local (or the local store and
 //! in-process claims), the LinkedIn, Telegram and image host fakes, and an [`App`] wired to them
-//! through the same configuration variables a user sets.
+//! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
+//! and the Telegram channel fake, for drafts that go to several networks (DESIGN.md "Targets").
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use super::images::ImageHost;
 use super::linkedin::LinkedInFake;
 use super::services::{dynamodb_endpoint, unique, RedisServer};
 use super::telegram::TelegramFake;
+use super::tg_channel::TgChannelFake;
+use super::x::XFake;
 
 pub const LI_TOKEN: &str = "AQV-test-linkedin-token-SECRET1";
 pub const TG_TOKEN: &str = "123456:tg-test-bot-token-SECRET2";
@@ -24,6 +27,10 @@ pub const TG_SECRET: &str = "tg-webhook-SECRET3";
 pub const CI_SECRET: &str = "ci-hmac-webhook-SECRET4-0123456789";
 pub const OWNER: i64 = 4242;
 pub const CHAT: i64 = 777;
+/// The channel [`Env::with_targets`] posts to: `TELEGRAM_CHANNEL_ID=@postonce_chan`.
+pub const CHANNEL: &str = "postonce_chan";
+/// The targets [`Env::with_targets`] sets as `POSTONCE_TARGETS`.
+pub const TARGETS: &str = "linkedin,x,telegram";
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +46,10 @@ pub struct Env {
     pub linkedin: LinkedInFake,
     pub images: ImageHost,
     pub telegram: TelegramFake,
+    /// The X fake ([`Env::with_targets`] only).
+    pub x: Option<XFake>,
+    /// The Telegram channel fake, on the Telegram fake's server ([`Env::with_targets`] only).
+    pub channel: Option<TgChannelFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -55,10 +66,32 @@ impl Env {
 
     /// An environment with `overrides` applied to the variables (an empty value removes one).
     pub async fn with(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, false).await
+    }
+
+    /// An environment whose drafts go to three targets (`POSTONCE_TARGETS=linkedin,x,telegram`):
+    /// LinkedIn, the X fake (`X_API_URL`, the four OAuth 1.0a variables with the fake's
+    /// credentials; `POSTONCE_X_TIMEOUT_MS` is 1.5 s like LinkedIn's in every environment) and the Telegram channel
+    /// fake `@postonce_chan` (`TELEGRAM_CHANNEL_ID`), which answers `sendPhoto` and `getChat`
+    /// at the same `TELEGRAM_API_URL` and for the same bot token as the owner's reports.
+    /// `overrides` are applied last (an empty value removes a variable).
+    pub async fn with_targets(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, true).await
+    }
+
+    async fn build_env(stores: Stores, overrides: &[(&str, &str)], targets: bool) -> Self {
         capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;
         let images = ImageHost::start().await;
         let telegram = TelegramFake::start(TG_TOKEN).await;
+        let (x, channel) = if targets {
+            (
+                Some(XFake::start().await),
+                Some(TgChannelFake::mount_on(telegram.server(), TG_TOKEN, CHANNEL).await),
+            )
+        } else {
+            (None, None)
+        };
         let mut vars: HashMap<String, String> = [
             ("LINKEDIN_ACCESS_TOKEN", LI_TOKEN.to_owned()),
             ("LINKEDIN_AUTHOR", "urn:li:person:tester1".to_owned()),
@@ -83,6 +116,20 @@ impl Env {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        if let Some(x) = &x {
+            use super::x::{ACCESS_TOKEN, ACCESS_TOKEN_SECRET, CONSUMER_KEY, CONSUMER_SECRET};
+            for (k, v) in [
+                ("POSTONCE_TARGETS", TARGETS.to_owned()),
+                ("X_API_KEY", CONSUMER_KEY.to_owned()),
+                ("X_API_SECRET", CONSUMER_SECRET.to_owned()),
+                ("X_ACCESS_TOKEN", ACCESS_TOKEN.to_owned()),
+                ("X_ACCESS_TOKEN_SECRET", ACCESS_TOKEN_SECRET.to_owned()),
+                ("X_API_URL", x.uri()),
+                ("TELEGRAM_CHANNEL_ID", format!("@{CHANNEL}")),
+            ] {
+                vars.insert(k.to_owned(), v);
+            }
+        }
         let mut redis = None;
         let mut data_dir = None;
         match stores {
@@ -102,13 +149,7 @@ impl Env {
                 data_dir = Some(dir);
             }
         }
-        for (k, v) in overrides {
-            if v.is_empty() {
-                vars.remove(*k);
-            } else {
-                vars.insert((*k).to_owned(), (*v).to_owned());
-            }
-        }
+        apply(&mut vars, overrides);
         let app = Arc::new(build(&vars).await);
         if let Some(dynamo) = &app.dynamo {
             dynamo
@@ -121,10 +162,34 @@ impl Env {
             linkedin,
             images,
             telegram,
+            x,
+            channel,
             vars,
             app,
             data_dir,
         }
+    }
+
+    /// The X fake of an environment from [`Env::with_targets`].
+    pub fn x(&self) -> &XFake {
+        self.x
+            .as_ref()
+            .expect("an environment from Env::with_targets has the X fake")
+    }
+
+    /// The Telegram channel fake of an environment from [`Env::with_targets`].
+    pub fn channel(&self) -> &TgChannelFake {
+        self.channel
+            .as_ref()
+            .expect("an environment from Env::with_targets has the channel fake")
+    }
+
+    /// An App over the same stores and fakes with `overrides` applied to this environment's
+    /// variables (an empty value removes one): another process configured differently.
+    pub async fn app_with(&self, overrides: &[(&str, &str)]) -> Arc<App> {
+        let mut vars = self.vars.clone();
+        apply(&mut vars, overrides);
+        Arc::new(build(&vars).await)
     }
 
     /// Another process's worth of clients over the same services (a second Lambda sandbox).
@@ -197,6 +262,19 @@ impl Env {
     pub async fn wait_out_quiet_period(&self, key: &PostKey) {
         self.wait_until_attempt_is(key, self.quiet_period() + std::time::Duration::from_secs(1))
             .await;
+    }
+
+    /// A run of `key` for `targets` only (`retry:<key>@x`, `targets` in the CI body).
+    pub fn request_to(
+        &self,
+        key: &PostKey,
+        content: Option<DraftContent>,
+        targets: &[postonce::publish::network::Network],
+    ) -> PostRequest {
+        PostRequest {
+            targets: targets.to_vec(),
+            ..self.request(key, content)
+        }
     }
 
     pub fn request(&self, key: &PostKey, content: Option<DraftContent>) -> PostRequest {
@@ -296,6 +374,17 @@ pub fn capture_logs() {
                 .try_init();
         }
     });
+}
+
+/// Applies `overrides` to `vars`; an empty value removes the variable.
+fn apply(vars: &mut HashMap<String, String>, overrides: &[(&str, &str)]) {
+    for (k, v) in overrides {
+        if v.is_empty() {
+            vars.remove(*k);
+        } else {
+            vars.insert((*k).to_owned(), (*v).to_owned());
+        }
+    }
 }
 
 pub async fn build(vars: &HashMap<String, String>) -> App {

@@ -6,6 +6,7 @@ pub mod bluesky;
 pub mod env;
 pub mod images;
 pub mod linkedin;
+pub mod mastodon;
 pub mod serve;
 pub mod services;
 pub mod telegram;

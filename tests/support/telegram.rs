@@ -168,6 +168,11 @@ impl TelegramFake {
         self.server.uri()
     }
 
+    /// The server, to mount the channel's methods on ([`super::tg_channel::TgChannelFake::mount_on`]).
+    pub fn server(&self) -> Arc<MockServer> {
+        self.server.clone()
+    }
+
     pub fn requests(&self) -> Vec<(String, Value)> {
         self.with(|s| s.requests.clone())
     }

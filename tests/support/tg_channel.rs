@@ -9,7 +9,10 @@
 //! photo bytes) for the test to look at.
 //!
 //! Kept apart from `telegram.rs` (the owner's report chat, JSON methods, a different state) so
-//! that the channel's counts are never mixed with the report's.
+//! that the channel's counts are never mixed with the report's. In production one bot token and
+//! one `TELEGRAM_API_URL` serve both the reports and the channel; [`TgChannelFake::mount_on`]
+//! gives the same shape in a test: the channel's methods (`sendPhoto`, `getChat`) mounted on the
+//! report fake's server, ahead of its catch-all, with their own state and counts.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,6 +75,8 @@ pub struct ChannelMessage {
 struct State {
     mode: ChannelMode,
     messages: Vec<ChannelMessage>,
+    /// Requests of any kind that reached the channel's routes (a wrong token included).
+    requests: u64,
     send_photo_requests: u64,
     methods: Vec<String>,
     next_id: i64,
@@ -90,6 +95,8 @@ pub struct TgChannelFake {
     state: Arc<Mutex<State>>,
     token: String,
     username: Option<String>,
+    /// Mounted on another fake's server ([`TgChannelFake::mount_on`]).
+    shared: bool,
 }
 
 fn ok(result: Value) -> ResponseTemplate {
@@ -416,13 +423,14 @@ impl Api {
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let p = req.url.path().to_owned();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.requests += 1;
         let Some((token, name)) = p.trim_start_matches("/bot").split_once('/') else {
             return err(404, "Not Found");
         };
         if token != self.token {
             return err(401, "Unauthorized");
         }
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.methods.push(name.to_owned());
         let mode = st.mode;
         match name {
@@ -450,19 +458,48 @@ impl TgChannelFake {
 
     async fn start(token: &str, username: Option<&str>) -> Self {
         let server = Arc::new(MockServer::start().await);
+        Self::mount(server, r"^/bot[^/]*/[A-Za-z]+$", token, username, false).await
+    }
+
+    /// A public channel `@<username>` served at `server`, another Bot API fake's server (the
+    /// owner's report chat, [`super::telegram::TelegramFake::server`]): one `TELEGRAM_API_URL`
+    /// and one bot token for both, as in production. The channel's methods, `sendPhoto` and
+    /// `getChat`, are answered here with this fake's own state and counts, ahead of the other
+    /// fake's catch-all; every other method (`sendMessage`, `getMe`, …) stays the other fake's.
+    pub async fn mount_on(server: Arc<MockServer>, token: &str, username: &str) -> Self {
+        Self::mount(
+            server,
+            r"^/bot[^/]*/(sendPhoto|getChat)$",
+            token,
+            Some(username),
+            true,
+        )
+        .await
+    }
+
+    async fn mount(
+        server: Arc<MockServer>,
+        paths: &str,
+        token: &str,
+        username: Option<&str>,
+        shared: bool,
+    ) -> Self {
         let state = Arc::new(Mutex::new(State {
             mode: ChannelMode::Normal,
             messages: vec![],
+            requests: 0,
             send_photo_requests: 0,
             methods: vec![],
             next_id: 100,
         }));
-        Mock::given(path_regex(r"^/bot[^/]*/[A-Za-z]+$"))
+        Mock::given(path_regex(paths))
             .respond_with(Api {
                 state: state.clone(),
                 token: token.to_owned(),
                 username: username.map(str::to_owned),
             })
+            // Ahead of a shared server's catch-all (wiremock's default priority is 5).
+            .with_priority(1)
             .mount(&server)
             .await;
         Self {
@@ -470,6 +507,7 @@ impl TgChannelFake {
             state,
             token: token.to_owned(),
             username: username.map(str::to_owned),
+            shared,
         }
     }
 
@@ -516,8 +554,12 @@ impl TgChannelFake {
         self.with(|s| s.methods.clone())
     }
 
-    /// Requests of any kind that reached the fake (a wrong token included).
+    /// Requests of any kind that reached the fake (a wrong token included). On a shared
+    /// server ([`Self::mount_on`]), those that reached the channel's methods.
     pub async fn total_requests(&self) -> usize {
+        if self.shared {
+            return self.with(|s| usize::try_from(s.requests).unwrap_or(usize::MAX));
+        }
         self.server.received_requests().await.map_or(0, |r| r.len())
     }
 }
