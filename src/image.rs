@@ -425,8 +425,8 @@ pub fn sniff(b: &[u8]) -> Option<&'static str> {
     }
 }
 
-/// Width and height from the header, where it can be read cheaply.
-fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
+/// Width and height from the header (PNG, GIF, JPEG), where it can be read cheaply.
+pub fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
     let be32 = |i: usize| Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?));
     let be16 = |i: usize| {
         Some(u32::from(u16::from_be_bytes(

@@ -4,6 +4,7 @@
 //! and retry policy on each (initializeUpload and the upload PUT are safe to repeat;
 //! create-post never is). Adapters only classify what happened ([`PublishError`]).
 
+pub mod bluesky;
 pub mod dry_run;
 pub mod linkedin;
 pub mod linkedin_target;

@@ -2,6 +2,7 @@
 //! environment that wires them to the library. Not every test binary uses every part.
 #![allow(dead_code)]
 
+pub mod bluesky;
 pub mod env;
 pub mod images;
 pub mod linkedin;
