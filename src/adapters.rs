@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{Config, X_CREDENTIAL_VARS};
+use crate::publish::bluesky::{BlueskyAdapter, BlueskyDryRun};
 use crate::publish::linkedin_target::LinkedInTarget;
 use crate::publish::mastodon::{MastodonAdapter, MastodonDryRun};
 use crate::publish::network::{Network, NetworkAdapter};
@@ -84,6 +85,17 @@ pub async fn build(
         )),
     };
     adapters.insert(Network::Mastodon, mastodon);
+
+    let bluesky: Arc<dyn NetworkAdapter> = match &config.bluesky {
+        Some((identifier, password)) => Arc::new(BlueskyAdapter::new(
+            http.clone(),
+            &config.bluesky_pds_url,
+            identifier,
+            password.clone(),
+        )),
+        None => Arc::new(BlueskyDryRun::new(&config.bluesky_pds_url, None)),
+    };
+    adapters.insert(Network::Bluesky, bluesky);
     Ok(adapters)
 }
 
@@ -116,7 +128,9 @@ pub fn missing_credentials(config: &Config, network: Network) -> Vec<&'static st
             }
             missing
         }
-        Network::Bluesky => vec!["BLUESKY_IDENTIFIER", "BLUESKY_APP_PASSWORD"],
+        Network::Bluesky if config.bluesky.is_none() => {
+            vec!["BLUESKY_IDENTIFIER", "BLUESKY_APP_PASSWORD"]
+        }
         _ => Vec::new(),
     }
 }
@@ -175,7 +189,8 @@ mod tests {
                 Network::Linkedin,
                 Network::X,
                 Network::Telegram,
-                Network::Mastodon
+                Network::Mastodon,
+                Network::Bluesky
             ]
         );
         for (network, adapter) in &a {

@@ -170,12 +170,7 @@ pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
 
 /// The networks this version can post to (`POSTONCE_TARGETS` and a draft's `targets` name them).
-pub const SUPPORTED_TARGETS: [Network; 4] = [
-    Network::Linkedin,
-    Network::X,
-    Network::Telegram,
-    Network::Mastodon,
-];
+pub const SUPPORTED_TARGETS: [Network; 5] = Network::ALL;
 
 /// The X credential variables, in the order [`Credentials`] holds them.
 pub const X_CREDENTIAL_VARS: [&str; 4] = [
@@ -186,7 +181,7 @@ pub const X_CREDENTIAL_VARS: [&str; 4] = [
 ];
 
 /// One target name as `POSTONCE_TARGETS` (and a draft's `targets`) spell it: lower case,
-/// exact. `bluesky` is a network this version cannot post to yet.
+/// exact.
 ///
 /// # Errors
 /// What is wrong with `name`, listing the valid names.
@@ -921,12 +916,11 @@ mod tests {
             .to_string();
         assert!(msg.contains("lower case: linkedin"), "{msg}");
         // Known networks this version cannot post to yet.
-        let err = load(&[("POSTONCE_TARGETS", "linkedin,bluesky")]).unwrap_err();
-        assert_eq!(err.var, "POSTONCE_TARGETS");
-        assert!(
-            err.to_string()
-                .contains("not supported by this version yet"),
-            "{err}"
+        assert_eq!(
+            load(&[("POSTONCE_TARGETS", "linkedin,mastodon,bluesky")])
+                .unwrap()
+                .targets,
+            vec![Network::Linkedin, Network::Mastodon, Network::Bluesky]
         );
         let err = load(&[("POSTONCE_TARGETS", ",,")]).unwrap_err();
         assert_eq!(err.var, "POSTONCE_TARGETS");
