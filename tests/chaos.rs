@@ -13,13 +13,14 @@
 
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use postonce::key::PostKey;
+use postonce::publish::network::Network;
 use postonce::record::DraftStatus;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
@@ -75,8 +76,8 @@ struct Verdict {
     posted_once: usize,
     /// No record, draft `unknown`, at most one post: waiting for the quiet period to end (then
     /// the sweeper reconciles) or for the owner. Split by whether the first request made a post.
-    waiting_on_linkedin: usize,
-    waiting_not_on_linkedin: usize,
+    waiting_with_post: usize,
+    waiting_without_post: usize,
     /// Keys with more than one post at the fake.
     duplicates: usize,
     /// Anything else (e.g. a record without its post, or a draft that is neither done nor in
@@ -104,9 +105,9 @@ async fn verdict(env: &Env, keys: &[PostKey]) -> Verdict {
         } else if record_urn.is_none() && draft == Some(DraftStatus::Unknown) && st.claim.is_none()
         {
             if posts.len() == 1 {
-                v.waiting_on_linkedin += 1;
+                v.waiting_with_post += 1;
             } else {
-                v.waiting_not_on_linkedin += 1;
+                v.waiting_without_post += 1;
             }
         } else {
             v.lost.push(format!(
@@ -119,11 +120,34 @@ async fn verdict(env: &Env, keys: &[PostKey]) -> Verdict {
     v
 }
 
-/// Runs `trials` keys through `postonce serve` processes that are SIGKILLed at random moments,
-/// then repeats each key's webhook (as CI redelivery or the Retry button would) until it ends
-/// posted or already_posted, or — when `accept_waiting` — `unknown` and left alone (the quiet
-/// period). Returns the keys, the number of kills and how long it took.
-async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<PostKey>, usize) {
+/// Whether a webhook's answer settles its key: every target of the draft (`targets`, or the
+/// top level for a one-target answer without it) posted or already_posted, or — when
+/// `accept_waiting` — `unknown` and left alone (the quiet period, or the owner). The answer's
+/// top-level outcome when it does.
+fn settled_as(outcome: &Value, accept_waiting: bool) -> Option<String> {
+    let ok = |o: &Value| match o.as_str() {
+        Some("posted" | "already_posted") => true,
+        Some("unknown") => accept_waiting,
+        _ => false,
+    };
+    let all = match outcome["targets"].as_object() {
+        Some(t) if !t.is_empty() => t.values().all(|e| ok(&e["outcome"])),
+        _ => ok(&outcome["outcome"]),
+    };
+    all.then(|| outcome["outcome"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Runs `trials` keys through `postonce serve` processes that are SIGKILLed at a random moment
+/// within `kill_base` (plus the LinkedIn fake's processing) of the triggers,
+/// then repeats each key's webhook (as CI redelivery or the Retry button would) until it is
+/// settled ([`settled_as`]: every target posted or already_posted, or — when `accept_waiting`
+/// — `unknown` and left alone). Returns the keys and the number of kills.
+async fn crash_chaos(
+    env: &Env,
+    trials: usize,
+    accept_waiting: bool,
+    kill_base: Duration,
+) -> (Vec<PostKey>, usize) {
     let per_kill = 10;
     // Each LinkedIn step takes a while (on top of the fake's processing), so kills land before,
     // during and after create-post.
@@ -132,7 +156,7 @@ async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<Pos
         DuplicateCheck::Racy { processing, .. } => processing,
         DuplicateCheck::Off => Duration::ZERO,
     };
-    let kill_within = 400 + u64::try_from(processing.as_millis()).unwrap_or(0);
+    let kill_within = u64::try_from((kill_base + processing).as_millis()).unwrap_or(u64::MAX);
     let client = reqwest::Client::new();
     let mut keys = Vec::new();
     let mut kills = 0;
@@ -168,14 +192,8 @@ async fn crash_chaos(env: &Env, trials: usize, accept_waiting: bool) -> (Vec<Pos
             let Some(outcome) = send_ci(&client, &server.base, ci_body(env, key)).await else {
                 continue;
             };
-            match outcome["outcome"].as_str() {
-                Some(o @ ("posted" | "already_posted")) => {
-                    settled.insert(key.to_string(), o.to_owned());
-                }
-                Some("unknown") if accept_waiting => {
-                    settled.insert(key.to_string(), "unknown".into());
-                }
-                _ => {}
+            if let Some(o) = settled_as(&outcome, accept_waiting) {
+                settled.insert(key.to_string(), o);
             }
         }
         if settled.len() < keys.len() {
@@ -208,7 +226,7 @@ async fn crash_chaos_no_duplicates_no_lost_drafts() {
     .await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let begun = Instant::now();
-    let (keys, kills) = crash_chaos(&env, trials, true).await;
+    let (keys, kills) = crash_chaos(&env, trials, true, Duration::from_millis(400)).await;
     let v = verdict(&env, &keys).await;
     println!(
         "crash chaos (LinkedIn duplicate check OFF, quiet period {:?}): {} keys, {kills} SIGKILLs of postonce serve, settled in {:?}: {} create-post requests, {} posts; posted once and recorded {}, waiting (unknown, quiet period) {} ({} of them on LinkedIn, {} not), duplicates {}, lost {}",
@@ -218,16 +236,16 @@ async fn crash_chaos_no_duplicates_no_lost_drafts() {
         env.linkedin.create_requests(),
         env.linkedin.posts_created(),
         v.posted_once,
-        v.waiting_on_linkedin + v.waiting_not_on_linkedin,
-        v.waiting_on_linkedin,
-        v.waiting_not_on_linkedin,
+        v.waiting_with_post + v.waiting_without_post,
+        v.waiting_with_post,
+        v.waiting_without_post,
         v.duplicates,
         v.lost.len()
     );
     assert_eq!(v.duplicates, 0, "{:#?}", v.lost);
     assert!(v.lost.is_empty(), "{:#?}", v.lost);
     assert_eq!(
-        v.posted_once + v.waiting_on_linkedin + v.waiting_not_on_linkedin,
+        v.posted_once + v.waiting_with_post + v.waiting_without_post,
         keys.len()
     );
     assert_eq!(env.linkedin.duplicated_texts(), 0);
@@ -258,7 +276,7 @@ async fn crash_chaos_settles_every_draft_relying_on_linkedins_duplicate_answer()
         window: None,
     });
     let begun = Instant::now();
-    let (keys, kills) = crash_chaos(&env, trials, false).await;
+    let (keys, kills) = crash_chaos(&env, trials, false, Duration::from_millis(400)).await;
     let v = verdict(&env, &keys).await;
     println!(
         "crash chaos (LinkedIn duplicate check RACY, 400 ms processing; reconciliation relies on LinkedIn's duplicate answer; quiet period {:?}): {} keys, {kills} SIGKILLs of postonce serve, settled in {:?}: {} create-post requests ({} answered DUPLICATE_POST), {} posts; posted once and recorded {}, waiting {}, duplicates {}, lost {}",
@@ -269,7 +287,7 @@ async fn crash_chaos_settles_every_draft_relying_on_linkedins_duplicate_answer()
         env.linkedin.duplicate_answers(),
         env.linkedin.posts_created(),
         v.posted_once,
-        v.waiting_on_linkedin + v.waiting_not_on_linkedin,
+        v.waiting_with_post + v.waiting_without_post,
         v.duplicates,
         v.lost.len()
     );
@@ -281,6 +299,167 @@ async fn crash_chaos_settles_every_draft_relying_on_linkedins_duplicate_answer()
         "every draft ends posted and recorded"
     );
     assert_eq!(env.linkedin.duplicated_texts(), 0);
+}
+
+/// The three networks of [`Env::with_targets`].
+const NETWORKS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
+
+/// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's text
+/// and the channel's caption all carry the key's slug.
+fn posts_on(env: &Env, key: &PostKey, network: Network) -> Vec<String> {
+    let slug = key.slug();
+    match network {
+        Network::Linkedin => env
+            .linkedin
+            .posts_containing(slug)
+            .into_iter()
+            .map(|p| p.urn)
+            .collect(),
+        Network::X => env
+            .x()
+            .posts()
+            .into_iter()
+            .filter(|p| p.text.contains(slug))
+            .map(|p| p.id)
+            .collect(),
+        Network::Telegram => env
+            .channel()
+            .messages()
+            .into_iter()
+            .filter(|m| m.caption.contains(slug))
+            .map(|m| m.message_id.to_string())
+            .collect(),
+        other => panic!("{} is not a target here", other.as_str()),
+    }
+}
+
+/// (create requests, posts) at `network`'s fake, over the whole test.
+fn fake_totals(env: &Env, network: Network) -> (u64, usize) {
+    match network {
+        Network::Linkedin => (env.linkedin.create_requests(), env.linkedin.posts_created()),
+        Network::X => (env.x().create_requests(), env.x().posts_created()),
+        Network::Telegram => (
+            env.channel().send_photo_requests(),
+            env.channel().messages_posted(),
+        ),
+        other => panic!("{} is not a target here", other.as_str()),
+    }
+}
+
+/// [`verdict`], per target: each (key, network) pair read from its own stored state
+/// (`key.on(network)`) and counted at that network's fake.
+async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Verdict> {
+    let mut out: BTreeMap<Network, Verdict> = BTreeMap::new();
+    for key in keys {
+        for n in NETWORKS {
+            let v = out.entry(n).or_default();
+            let target = key.on(n);
+            let posts = posts_on(env, key, n);
+            let st = env.status(&target).await;
+            let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+            let draft = st.snapshot.draft.as_ref().map(|d| d.status);
+            if posts.len() > 1 {
+                v.duplicates += 1;
+                v.lost
+                    .push(format!("{target}: {} posts (a duplicate)", posts.len()));
+            } else if posts.len() == 1
+                && record_id == Some(Some(posts[0].clone()))
+                && draft == Some(DraftStatus::Posted)
+                && st.claim.is_none()
+            {
+                v.posted_once += 1;
+            } else if record_id.is_none()
+                && draft == Some(DraftStatus::Unknown)
+                && st.claim.is_none()
+            {
+                if posts.len() == 1 {
+                    v.waiting_with_post += 1;
+                } else {
+                    v.waiting_without_post += 1;
+                }
+            } else {
+                v.lost.push(format!(
+                    "{target}: {} posts, record {record_id:?}, draft {draft:?}, claim {:?}",
+                    posts.len(),
+                    st.claim
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Crash chaos with every draft going to three targets (LinkedIn, X, the Telegram channel),
+/// their lanes running concurrently in each `postonce serve` that is SIGKILLed. LinkedIn's and
+/// X's duplicate checks are **off** (a second create is a second post; the channel has none),
+/// each step at LinkedIn and X takes 60 ms and the channel posts a message 60 ms before it
+/// answers, and kills land within 1.2 s of the triggers (a three-target run in a fresh
+/// process takes about a second; within 400 ms no kill reached a create), so they land
+/// before, during and after each network's create. The quiet period
+/// outlasts the test. Verdict per network: every (key, target) posted once and recorded, or
+/// waiting `unknown` with at most one post; 0 duplicates, 0 lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_chaos_three_targets_no_duplicates_no_lost_per_target() {
+    let trials = sized("POSTONCE_CHAOS_TRIALS", 200);
+    let env = Env::with_targets(
+        Stores::Real,
+        &[
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "3"),
+            ("POSTONCE_CLAIM_TTL_S", "4"),
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", "1500"),
+            ("POSTONCE_X_TIMEOUT_MS", "1500"),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1500"),
+            ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1500"),
+            ("POSTONCE_REDIS_TIMEOUT_MS", "800"),
+            ("POSTONCE_RECONCILE_AFTER_S", "3000"),
+        ],
+    )
+    .await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    env.x().set_duplicate_check(support::x::DuplicateCheck::Off);
+    env.x().set_delay(Duration::from_millis(60));
+    env.channel()
+        .set_mode(support::tg_channel::ChannelMode::AcceptThenHang(
+            Duration::from_millis(60),
+        ));
+    let begun = Instant::now();
+    let (keys, kills) = crash_chaos(&env, trials, true, Duration::from_millis(1200)).await;
+    let verdicts = verdict_per_target(&env, &keys).await;
+    println!(
+        "crash chaos, 3 targets (LinkedIn and X duplicate checks OFF, quiet period {:?}): {} keys, each to linkedin+x+telegram, {kills} SIGKILLs of postonce serve, settled in {:?}",
+        env.quiet_period(),
+        keys.len(),
+        begun.elapsed()
+    );
+    for (n, v) in &verdicts {
+        let (creates, posts) = fake_totals(&env, *n);
+        println!(
+            "  {:>8}: create requests {creates}, posts {posts}; posted once and recorded {}, waiting (unknown) {} ({} with the post on {}, {} without), duplicates {}, lost {}",
+            n.as_str(),
+            v.posted_once,
+            v.waiting_with_post + v.waiting_without_post,
+            v.waiting_with_post,
+            n.as_str(),
+            v.waiting_without_post,
+            v.duplicates,
+            v.lost.len()
+        );
+        for l in &v.lost {
+            println!("    lost: {l}");
+        }
+    }
+    for (n, v) in &verdicts {
+        assert_eq!(v.duplicates, 0, "{}: {:#?}", n.as_str(), v.lost);
+        assert!(v.lost.is_empty(), "{}: {:#?}", n.as_str(), v.lost);
+        assert_eq!(
+            v.posted_once + v.waiting_with_post + v.waiting_without_post,
+            keys.len(),
+            "{}",
+            n.as_str()
+        );
+    }
+    assert_eq!(env.linkedin.duplicated_texts(), 0);
+    assert!(env.x().max_posts_per_text() <= 1, "no duplicate at X");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

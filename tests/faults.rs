@@ -9,8 +9,11 @@ mod support;
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use postonce::key::PostKey;
 use postonce::outcome::{Outcome, OutcomeKind};
+use postonce::publish::network::Network;
 use postonce::record::DraftStatus;
 use support::env::Env;
 use support::linkedin::DuplicateCheck;
@@ -233,6 +236,9 @@ async fn fault_matrix(env: &Env, reconcile_later: bool) -> MatrixFigures {
             }
         }
     }
+    // A run that died before releasing (before-release) leaves its claim to its TTL, and a
+    // later run answers from the record without waiting for it: let those claims expire.
+    tokio::time::sleep(env.app.config.claim_ttl + Duration::from_millis(500)).await;
     for (point, label, key, first, last) in combos {
         figures.total += 1;
         let posts = env.linkedin.posts_containing(key.slug());
@@ -346,6 +352,249 @@ async fn fault_matrix_settles_every_key_relying_on_linkedins_duplicate_answer() 
     assert_eq!(f.duplicates, 0, "{:#?}", f.failures);
     assert!(f.failures.is_empty(), "{:#?}", f.failures);
     assert_eq!(f.posted_once, f.total, "every key ends posted and recorded");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Three targets.
+
+/// The three networks of [`Env::with_targets`].
+const NETWORKS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
+
+/// What the three-target fault matrix saw on one network.
+#[derive(Debug, Default)]
+struct NetworkFigures {
+    combinations: usize,
+    /// Exactly one post at the fake, recorded with its id, draft posted, no claim.
+    posted_once: usize,
+    /// No record, draft `unknown`, no claim, at most one post: waiting for the quiet period
+    /// (LinkedIn, X) or the owner (the channel).
+    waiting: Vec<String>,
+    /// Of those, how many have their post on the network already.
+    waiting_on_network: usize,
+    /// Combinations with more than one post for the key on this network.
+    duplicates: usize,
+    /// Anything else, with the evidence.
+    lost: Vec<String>,
+}
+
+/// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
+/// text and the channel's caption all carry the key's slug.
+fn posts_on(env: &Env, key: &PostKey, network: Network) -> Vec<String> {
+    let slug = key.slug();
+    match network {
+        Network::Linkedin => env
+            .linkedin
+            .posts_containing(slug)
+            .into_iter()
+            .map(|p| p.urn)
+            .collect(),
+        Network::X => env
+            .x()
+            .posts()
+            .into_iter()
+            .filter(|p| p.text.contains(slug))
+            .map(|p| p.id)
+            .collect(),
+        Network::Telegram => env
+            .channel()
+            .messages()
+            .into_iter()
+            .filter(|m| m.caption.contains(slug))
+            .map(|m| m.message_id.to_string())
+            .collect(),
+        other => panic!("{} is not a target here", other.as_str()),
+    }
+}
+
+/// (create requests, posts) at `network`'s fake, over the whole test.
+fn fake_totals(env: &Env, network: Network) -> (u64, usize) {
+    match network {
+        Network::Linkedin => (env.linkedin.create_requests(), env.linkedin.posts_created()),
+        Network::X => (env.x().create_requests(), env.x().posts_created()),
+        Network::Telegram => (
+            env.channel().send_photo_requests(),
+            env.channel().messages_posted(),
+        ),
+        other => panic!("{} is not a target here", other.as_str()),
+    }
+}
+
+/// Each target's outcome in a three-target run's answer.
+fn per_target(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
+    o.targets
+        .as_ref()
+        .map(|t| t.iter().map(|(n, e)| (*n, e.outcome)).collect())
+        .unwrap_or_default()
+}
+
+/// Every fail point × {error, delay past the deadline, panic}, one key per combination, each
+/// draft going to LinkedIn, X and the Telegram channel. Fail points are process-wide, so the
+/// configured point fires in every target's lane of the run. LinkedIn's and X's duplicate
+/// checks are **off** (a second create is a second post; the channel has none) and the quiet
+/// period outlasts the test. After the faulty run each key is retried the way the owner's
+/// Retry or the sweeper would (`retry:<key>`: every target the draft has state for) until every
+/// target is posted, already posted or `unknown`. Then, per key and per target, counted at the
+/// fakes: posted exactly once with the record holding that post's id, the draft posted and no
+/// claim; or waiting `unknown` (no record, no claim) with at most one post. Anything else is
+/// lost. Prints the figures per network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_matrix_three_targets_never_duplicate_per_target() {
+    let _turn = TURN.lock().await;
+    let mut vars = matrix_env_vars("3000").to_vec();
+    vars.extend([
+        ("POSTONCE_X_TIMEOUT_MS", "1000"),
+        ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1000"),
+    ]);
+    let env = Env::with_targets(support::env::Stores::Real, &vars).await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    env.x().set_duplicate_check(support::x::DuplicateCheck::Off);
+    let points = [
+        "before-claim",
+        "after-claim",
+        "after-check",
+        "after-image",
+        "after-upload",
+        "after-intent",
+        "before-create-post",
+        "after-create-post",
+        "after-record",
+        "before-release",
+    ];
+    let faults = [
+        ("error", "return"),
+        ("delay", "return(sleep:2500)"),
+        ("panic", "panic"),
+    ];
+    let settled = |o: &Outcome| {
+        let kinds = per_target(o);
+        NETWORKS.iter().all(|n| {
+            matches!(
+                kinds.get(n),
+                Some(OutcomeKind::Posted | OutcomeKind::AlreadyPosted | OutcomeKind::Unknown)
+            )
+        })
+    };
+    let began = std::time::Instant::now();
+    let mut figures: BTreeMap<Network, NetworkFigures> = BTreeMap::new();
+    let mut combos = Vec::new();
+    for point in points {
+        for (label, action) in faults {
+            let key = env.key();
+            fail::cfg(point, action).expect("fail point");
+            let first = {
+                let app = env.app.clone();
+                let req = env.request_to(&key, Some(env.announcement(&key)), &NETWORKS);
+                let dl = env.deadline();
+                tokio::spawn(async move { app.pipeline.run(req, dl).await }).await
+            };
+            fail::remove(point);
+            let first = first.ok();
+            // A target answered failed ("nothing was posted") must have nothing at its fake.
+            if let Some(o) = &first {
+                for (n, kind) in per_target(o) {
+                    let posts = posts_on(&env, &key, n).len();
+                    if kind == OutcomeKind::Failed && posts != 0 {
+                        figures.entry(n).or_default().lost.push(format!(
+                            "{point}/{label}: the first run answered failed (\"nothing was posted\") but the fake has {posts} post(s)"
+                        ));
+                    }
+                }
+            }
+            let mut last = None;
+            for _ in 0..10 {
+                let o = env.retry(&key).await;
+                let done = settled(&o);
+                let busy = per_target(&o)
+                    .values()
+                    .any(|k| *k == OutcomeKind::BeingPosted);
+                last = Some(o);
+                if done {
+                    break;
+                }
+                let pause = if busy { 700 } else { 50 };
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+            combos.push((point, label, key, first.map(|o| per_target(&o)), last));
+        }
+    }
+    // A run that died before releasing (before-release) leaves its claim to its TTL, and a
+    // later run answers from the record without waiting for it: let those claims expire.
+    tokio::time::sleep(env.app.config.claim_ttl + Duration::from_millis(500)).await;
+    for (point, label, key, first, last) in &combos {
+        let last_kinds = last.as_ref().map(per_target).unwrap_or_default();
+        for n in NETWORKS {
+            let f = figures.entry(n).or_default();
+            f.combinations += 1;
+            let posts = posts_on(&env, key, n);
+            let st = env.status(&key.on(n)).await;
+            let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+            let draft = st.snapshot.draft.as_ref().map(|d| d.status);
+            let last_kind = last_kinds.get(&n).copied();
+            if posts.len() > 1 {
+                f.duplicates += 1;
+            }
+            if posts.len() == 1
+                && matches!(
+                    last_kind,
+                    Some(OutcomeKind::Posted | OutcomeKind::AlreadyPosted)
+                )
+                && record_id == Some(Some(posts[0].clone()))
+                && draft == Some(DraftStatus::Posted)
+                && st.claim.is_none()
+            {
+                f.posted_once += 1;
+            } else if posts.len() <= 1
+                && last_kind == Some(OutcomeKind::Unknown)
+                && record_id.is_none()
+                && draft == Some(DraftStatus::Unknown)
+                && st.claim.is_none()
+            {
+                f.waiting.push(format!("{point}/{label}"));
+                f.waiting_on_network += posts.len();
+            } else {
+                f.lost.push(format!(
+                    "{point}/{label} ({}): first {:?}, last {last_kind:?}, posts {}, record {record_id:?}, draft {draft:?}, claim {:?}",
+                    key.on(n),
+                    first.as_ref().map(|k| k.get(&n).copied()),
+                    posts.len(),
+                    st.claim
+                ));
+            }
+        }
+    }
+    println!(
+        "fault matrix, 3 targets (LinkedIn and X duplicate checks OFF, quiet period {:?}): {} fail points x error/delay/panic = {} keys, each to linkedin+x+telegram, in {:?}",
+        env.quiet_period(),
+        points.len(),
+        combos.len(),
+        began.elapsed()
+    );
+    for (n, f) in &figures {
+        let (creates, posts) = fake_totals(&env, *n);
+        println!(
+            "  {:>8}: combinations {}, posted once and recorded {}, waiting (unknown) {} ({} with the post on {}, {} without) {:?}, create requests {creates}, posts {posts}, duplicates {}, lost {}",
+            n.as_str(),
+            f.combinations,
+            f.posted_once,
+            f.waiting.len(),
+            f.waiting_on_network,
+            n.as_str(),
+            f.waiting.len() - f.waiting_on_network,
+            f.waiting,
+            f.duplicates,
+            f.lost.len()
+        );
+        for l in &f.lost {
+            println!("    lost: {l}");
+        }
+    }
+    for (n, f) in &figures {
+        assert_eq!(f.duplicates, 0, "{}: {:#?}", n.as_str(), f.lost);
+        assert!(f.lost.is_empty(), "{}: {:#?}", n.as_str(), f.lost);
+        assert_eq!(f.combinations, combos.len());
+    }
+    assert_eq!(env.linkedin.duplicated_texts(), 0);
+    assert_eq!(env.x().max_posts_per_text(), 1);
 }
 
 /// The intent write is a second, durable lock: if a run's claim is lost while it works (Redis

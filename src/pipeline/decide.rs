@@ -99,7 +99,7 @@ impl Lane {
 
         if req.action == Action::Done {
             return self
-                .confirm_by_owner(req, dl, snapshot.draft.as_ref())
+                .confirm_by_owner(req, dl, snapshot.draft.as_ref(), progress)
                 .await;
         }
         let content = req

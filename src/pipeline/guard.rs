@@ -80,7 +80,7 @@ impl Drop for ClaimGuard {
         };
         let (claims, key, token) = (self.claims.clone(), self.key.clone(), self.token.clone());
         match stage {
-            Stage::Claimed | Stage::Intent => {
+            Stage::Claimed | Stage::Intent | Stage::Recorded(..) => {
                 handle.spawn(async move {
                     let _ =
                         tokio::time::timeout(Duration::from_secs(5), claims.release(&key, &token))
@@ -118,6 +118,9 @@ pub(super) enum Stage {
     Sent,
     /// The network accepted the post (with its URN, when it named one).
     Created(Option<String>),
+    /// The durable record is written (the post's id, and what the run answers): the record
+    /// now stops every later run, so the claim is released on every path, a panic included.
+    Recorded(Option<String>, OutcomeKind),
 }
 
 /// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6.
@@ -314,6 +317,15 @@ impl Lane {
         stage: Stage,
     ) -> (Outcome, Finish) {
         match stage {
+            Stage::Recorded(urn, kind) => (
+                Outcome::new(
+                    key,
+                    kind,
+                    format!("posted and recorded; then the run failed ({why}), and the claim was released"),
+                )
+                .with_urn(urn),
+                Finish::Release,
+            ),
             Stage::Created(urn) => (
                 Outcome::new(
                     key,

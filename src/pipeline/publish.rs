@@ -232,6 +232,7 @@ impl Lane {
                     caption_hash.clone(),
                     OutcomeKind::Posted,
                     req.source.as_str(),
+                    progress,
                 )
                 .await
             }
@@ -249,6 +250,7 @@ impl Lane {
                     caption_hash.clone(),
                     OutcomeKind::AlreadyPosted,
                     source,
+                    progress,
                 )
                 .await
             }

@@ -102,7 +102,7 @@ impl Lane {
                     tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
                     progress.created(found.id.clone());
                     return self
-                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "reconcile")
+                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "reconcile", progress)
                         .await;
                 }
                 Ok(None) if expired => {

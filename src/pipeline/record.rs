@@ -26,7 +26,10 @@ impl Lane {
         (record, now, expires)
     }
 
-    /// Writes the durable record (conditional) and decides what happens to the claim.
+    /// Writes the durable record (conditional) and decides what happens to the claim. Once
+    /// the record is there, `progress` says so: a panic or a drop from then on releases the
+    /// claim instead of keeping it with the id.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn record(
         &self,
         req: &PostRequest,
@@ -35,6 +38,7 @@ impl Lane {
         caption_hash: Option<String>,
         kind: OutcomeKind,
         source: &str,
+        progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let on = self.network.label();
@@ -53,6 +57,7 @@ impl Lane {
             .await;
         match flatten_value(written) {
             Ok(PutPosted::Created) => {
+                progress.set(Stage::Recorded(urn.clone(), kind));
                 if let Some(why) = fault("after-record").await {
                     return (with(Outcome::new(key, kind, why)), Finish::Release);
                 }
@@ -69,6 +74,7 @@ impl Lane {
             Ok(PutPosted::Exists(other))
                 if other.run == req.run_id || (urn.is_some() && other.urn == urn) =>
             {
+                progress.set(Stage::Recorded(urn.clone(), kind));
                 (
                     with(Outcome::new(key, kind, "posted and recorded")),
                     Finish::Release,
@@ -111,6 +117,7 @@ impl Lane {
         req: &PostRequest,
         dl: &Deadline,
         draft: Option<&Draft>,
+        progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let hash = draft
@@ -127,6 +134,7 @@ impl Lane {
                 hash,
                 OutcomeKind::AlreadyPosted,
                 "owner",
+                progress,
             )
             .await;
         match outcome.outcome {

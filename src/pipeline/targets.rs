@@ -194,7 +194,19 @@ impl Pipeline {
             let one = req.for_target(*n);
             async move {
                 match self.lane(*n) {
-                    Some(lane) => lane.run(&one, dl).await,
+                    // A panic in one target's lane must not cancel the others mid-flight (a
+                    // lane dropped after its create leaves its target unknown, or its claim
+                    // kept): it ends that lane only, answered from its stored state.
+                    Some(lane) => match AssertUnwindSafe(lane.run(&one, dl)).catch_unwind().await {
+                        Ok(outcome) => outcome,
+                        Err(panic) => {
+                            let why = panic_text(panic.as_ref());
+                            tracing::error!(target = %one.key, panic = %why, "this target's run panicked; the other targets go on");
+                            let mut outcome = lane.as_it_stands(&one.key, &dl).await;
+                            outcome.detail = format!("the run failed ({why}); {}", outcome.detail);
+                            outcome
+                        }
+                    },
                     None => failed(
                         &one.key,
                         false,
