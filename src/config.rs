@@ -518,9 +518,18 @@ impl Config {
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
-            ("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon),
-            ("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky),
-        ] {
+        ]
+        .into_iter()
+        // Mastodon's and Bluesky's budgets count once they post for real.
+        .chain(
+            (mastodon_url.is_some() && mastodon_token.is_some())
+                .then_some(("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon)),
+        )
+        .chain(
+            bluesky
+                .is_some()
+                .then_some(("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky)),
+        ) {
             if t >= function_timeout {
                 return Err(bad(
                     var,
