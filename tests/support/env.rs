@@ -14,8 +14,10 @@ use postonce::outcome::Outcome;
 use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
 use postonce::record::DraftContent;
 
+use super::bluesky::BlueskyFake;
 use super::images::ImageHost;
 use super::linkedin::LinkedInFake;
+use super::mastodon::MastodonFake;
 use super::services::{dynamodb_endpoint, unique, RedisServer};
 use super::telegram::TelegramFake;
 use super::tg_channel::TgChannelFake;
@@ -31,6 +33,18 @@ pub const CHAT: i64 = 777;
 pub const CHANNEL: &str = "postonce_chan";
 /// The targets [`Env::with_targets`] sets as `POSTONCE_TARGETS`.
 pub const TARGETS: &str = "linkedin,x,telegram";
+/// The targets [`Env::with_five_targets`] sets as `POSTONCE_TARGETS`.
+pub const FIVE_TARGETS: &str = "linkedin,x,telegram,mastodon,bluesky";
+
+/// Which network fakes an environment starts besides LinkedIn and the owner's chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fakes {
+    LinkedinOnly,
+    /// X and the Telegram channel ([`Env::with_targets`]).
+    Three,
+    /// X, the channel, Mastodon and Bluesky ([`Env::with_five_targets`]).
+    Five,
+}
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +64,10 @@ pub struct Env {
     pub x: Option<XFake>,
     /// The Telegram channel fake, on the Telegram fake's server ([`Env::with_targets`] only).
     pub channel: Option<TgChannelFake>,
+    /// The Mastodon fake ([`Env::with_five_targets`] only).
+    pub mastodon: Option<MastodonFake>,
+    /// The Bluesky PDS fake ([`Env::with_five_targets`] only).
+    pub bluesky: Option<BlueskyFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -66,7 +84,7 @@ impl Env {
 
     /// An environment with `overrides` applied to the variables (an empty value removes one).
     pub async fn with(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, false).await
+        Self::build_env(stores, overrides, Fakes::LinkedinOnly).await
     }
 
     /// An environment whose drafts go to three targets (`POSTONCE_TARGETS=linkedin,x,telegram`):
@@ -76,14 +94,33 @@ impl Env {
     /// at the same `TELEGRAM_API_URL` and for the same bot token as the owner's reports.
     /// `overrides` are applied last (an empty value removes a variable).
     pub async fn with_targets(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, true).await
+        Self::build_env(stores, overrides, Fakes::Three).await
     }
 
-    async fn build_env(stores: Stores, overrides: &[(&str, &str)], targets: bool) -> Self {
+    /// [`Env::with_targets`] plus Mastodon and Bluesky, all five as `POSTONCE_TARGETS`
+    /// (`linkedin,x,telegram,mastodon,bluesky`): the Mastodon fake through `MASTODON_URL` and
+    /// `MASTODON_ACCESS_TOKEN`, the Bluesky PDS fake through `BLUESKY_PDS_URL`,
+    /// `BLUESKY_IDENTIFIER` (its handle) and `BLUESKY_APP_PASSWORD`; both budgets
+    /// (`POSTONCE_MASTODON_TIMEOUT_MS`, `POSTONCE_BLUESKY_TIMEOUT_MS`) are 1.5 s like the
+    /// others'. `overrides` are applied last (an empty value removes a variable).
+    pub async fn with_five_targets(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, Fakes::Five).await
+    }
+
+    async fn build_env(stores: Stores, overrides: &[(&str, &str)], fakes: Fakes) -> Self {
         capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;
         let images = ImageHost::start().await;
         let telegram = TelegramFake::start(TG_TOKEN).await;
+        let targets = fakes != Fakes::LinkedinOnly;
+        let (mastodon, bluesky) = if fakes == Fakes::Five {
+            (
+                Some(MastodonFake::start().await),
+                Some(BlueskyFake::start().await),
+            )
+        } else {
+            (None, None)
+        };
         let (x, channel) = if targets {
             (
                 Some(XFake::start().await),
@@ -130,6 +167,23 @@ impl Env {
                 vars.insert(k.to_owned(), v);
             }
         }
+        if let (Some(m), Some(b)) = (&mastodon, &bluesky) {
+            for (k, v) in [
+                ("POSTONCE_TARGETS", FIVE_TARGETS.to_owned()),
+                ("MASTODON_URL", m.uri()),
+                ("MASTODON_ACCESS_TOKEN", super::mastodon::TOKEN.to_owned()),
+                ("BLUESKY_PDS_URL", b.uri()),
+                ("BLUESKY_IDENTIFIER", super::bluesky::HANDLE.to_owned()),
+                (
+                    "BLUESKY_APP_PASSWORD",
+                    super::bluesky::APP_PASSWORD.to_owned(),
+                ),
+                ("POSTONCE_MASTODON_TIMEOUT_MS", "1500".to_owned()),
+                ("POSTONCE_BLUESKY_TIMEOUT_MS", "1500".to_owned()),
+            ] {
+                vars.insert(k.to_owned(), v);
+            }
+        }
         let mut redis = None;
         let mut data_dir = None;
         match stores {
@@ -164,6 +218,8 @@ impl Env {
             telegram,
             x,
             channel,
+            mastodon,
+            bluesky,
             vars,
             app,
             data_dir,
@@ -182,6 +238,20 @@ impl Env {
         self.channel
             .as_ref()
             .expect("an environment from Env::with_targets has the channel fake")
+    }
+
+    /// The Mastodon fake of an environment from [`Env::with_five_targets`].
+    pub fn mastodon(&self) -> &MastodonFake {
+        self.mastodon
+            .as_ref()
+            .expect("an environment from Env::with_five_targets has the Mastodon fake")
+    }
+
+    /// The Bluesky PDS fake of an environment from [`Env::with_five_targets`].
+    pub fn bluesky(&self) -> &BlueskyFake {
+        self.bluesky
+            .as_ref()
+            .expect("an environment from Env::with_five_targets has the Bluesky fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's

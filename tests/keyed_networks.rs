@@ -1,0 +1,815 @@
+//! Issue 10's proof: Mastodon and Bluesky, the networks whose own idempotency makes a retry
+//! safe. Real redis-server and DynamoDB Local; every network is a wire-format fake with its
+//! real semantics (Mastodon's `Idempotency-Key` memory of an hour, Bluesky's record keys,
+//! expiring sessions and collected blobs), on clocks the tests move. Every count is taken at
+//! the fakes:
+//!
+//! - accept-then-hang on create, per network: the run is `unknown`; after the quiet period a
+//!   retry replays the kept request (same key / record key): exactly 1 post at the fake, the
+//!   target recorded with the network's id and URL, 0 questions to the owner. For Bluesky also
+//!   a day later on the fake's clock, and after the blob of a write that never landed was
+//!   collected (the replay uploads it again);
+//! - Mastodon past the hour: the status is looked up and recorded (0 creates); with the read
+//!   refused, the owner is asked (0 creates);
+//! - Bluesky: the session expires between the upload and the put, and before a retry →
+//!   refreshed, one post;
+//! - five targets: 30 racing runs, duplicate checks off → 1 post per network; a caption too long
+//!   for one network through the signed CI route → 400 naming it and its limit, counted its
+//!   way (Bluesky graphemes; Mastodon 500 with every URL as 23), nothing stored.
+//!
+//! Each test prints its figures per network.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use postonce::budget::Deadline;
+use postonce::key::PostKey;
+use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
+use postonce::publish::network::Network;
+use postonce::triggers::{HttpRequest, Router};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use support::bluesky::Mode as BskyMode;
+use support::env::{Env, Stores, CI_SECRET};
+use support::linkedin::DuplicateCheck as LinkedInCheck;
+use support::mastodon::{Mode as MastoMode, Read as MastoRead};
+use support::x::DuplicateCheck as XCheck;
+
+const FIVE: [Network; 5] = [
+    Network::Linkedin,
+    Network::X,
+    Network::Telegram,
+    Network::Mastodon,
+    Network::Bluesky,
+];
+
+/// A quiet period of 2 s: above every budget these environments set (1.5 s each).
+const QUIET: (&str, &str) = ("POSTONCE_RECONCILE_AFTER_S", "2");
+
+/// A hang long enough that the 1.5 s budget gives up first, although the post was made.
+const HANG: Duration = Duration::from_secs(3);
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+/// The five-target environment, LinkedIn's and X's duplicate checks off: a second create there
+/// would be a second post.
+async fn env_with(overrides: &[(&str, &str)]) -> Env {
+    let env = Env::with_five_targets(Stores::Real, overrides).await;
+    env.linkedin.set_duplicate_check(LinkedInCheck::Off);
+    env.x().set_duplicate_check(XCheck::Off);
+    env
+}
+
+fn target(o: &Outcome, n: Network) -> TargetOutcome {
+    o.targets
+        .as_ref()
+        .and_then(|t| t.get(&n))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {} in the outcome's targets: {o:?}", n.as_str()))
+}
+
+fn target_kinds(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
+    o.targets
+        .as_ref()
+        .map(|t| t.iter().map(|(n, e)| (*n, e.outcome)).collect())
+        .unwrap_or_default()
+}
+
+fn button_data(o: &Outcome) -> Vec<String> {
+    o.buttons().into_iter().map(|b| b.data).collect()
+}
+
+fn markup_data(markup: &Value) -> Vec<String> {
+    markup["inline_keyboard"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .map(|b| b["callback_data"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Every report about `key` in the owner's chat, as each reads now: (text, reply_markup).
+fn reports_of(env: &Env, key: &PostKey) -> Vec<(String, Value)> {
+    let sent = i64::try_from(env.telegram.requests_for("sendMessage").len()).expect("count");
+    (1..=sent)
+        .filter_map(|id| env.telegram.message(id))
+        .filter(|(text, _)| text.contains(&key.to_string()))
+        .collect()
+}
+
+/// Questions to the owner about `key` on `n`: `done:`/`force:` buttons in the outcome and in
+/// the newest report about it.
+fn questions(env: &Env, key: &PostKey, n: Network, o: &Outcome) -> usize {
+    let ask = |d: &String| {
+        d == &format!("done:{key}@{}", n.as_str()) || d == &format!("force:{key}@{}", n.as_str())
+    };
+    let in_outcome = button_data(o).iter().filter(|d| ask(d)).count();
+    let in_report = reports_of(env, key)
+        .last()
+        .map_or(0, |(_, m)| markup_data(m).iter().filter(|d| ask(d)).count());
+    in_outcome.max(in_report)
+}
+
+async fn record(env: &Env, key: &PostKey, n: Network) -> Option<postonce::record::PostedRecord> {
+    env.status(&key.on(n)).await.snapshot.record
+}
+
+fn claim(env: &Env, key: &PostKey, n: Network) -> String {
+    env.redis().cli(&["GET", &format!("claim:{}", key.on(n))])
+}
+
+/// Waits until a run started now could reconcile an attempt made before now.
+async fn past_the_quiet_period(env: &Env) {
+    tokio::time::sleep(env.quiet_period() + Duration::from_millis(1_100)).await;
+}
+
+/// One run of `key` for `n` only, with a fresh draft (`Some`) or the stored one.
+async fn run_on(env: &Env, key: &PostKey, content: Option<bool>, n: Network) -> Outcome {
+    let content = content.map(|_| env.announcement(key));
+    env.app
+        .pipeline
+        .run(env.request_to(key, content, &[n]), env.deadline())
+        .await
+}
+
+/// Moves the pipeline's view of `key`'s pending attempt on `n` back by `by`: the intent's
+/// `pending_at` in DynamoDB, as if the attempt had been made that much earlier. Together with
+/// the fake's clock moved forward, this is an hour passing for both sides.
+async fn backdate_attempt(env: &Env, key: &PostKey, n: Network, by: Duration) {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(env.vars["AWS_ENDPOINT_URL_DYNAMODB"].clone())
+        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(conf);
+    client
+        .update_item()
+        .table_name(env.vars["POSTONCE_TABLE"].clone())
+        .key("pk", AttributeValue::S(format!("draft:{}", key.on(n))))
+        .update_expression("SET pending_at = pending_at - :d")
+        .condition_expression("attribute_exists(pending_at)")
+        .expression_attribute_values(":d", AttributeValue::N(by.as_secs().to_string()))
+        .send()
+        .await
+        .expect("the pending attempt is back-dated");
+}
+
+fn sign(body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// `POST /ci`, signed, through the router every transport uses.
+async fn ci(router: &Router, body: &Value) -> (u16, Value) {
+    let raw = serde_json::to_vec(body).expect("json");
+    let sig = sign(&raw);
+    let req = HttpRequest {
+        method: "POST".into(),
+        path: "/ci".into(),
+        headers: [
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("x-hub-signature-256".to_owned(), sig),
+        ]
+        .into_iter()
+        .collect(),
+        body: bytes::Bytes::from(raw),
+    };
+    let resp = router
+        .handle(
+            req,
+            Deadline::after(Duration::from_secs(20)),
+            postonce::pipeline::new_run_id(),
+        )
+        .await;
+    (resp.status, resp.body)
+}
+
+/// Asserts the target is settled on its network by the run, without asking the owner.
+fn assert_settled(env: &Env, key: &PostKey, n: Network, o: &Outcome) -> TargetOutcome {
+    let t = target(o, n);
+    assert!(
+        matches!(t.outcome, OutcomeKind::Posted | OutcomeKind::AlreadyPosted),
+        "{}: {o:?}",
+        n.as_str()
+    );
+    assert_eq!(
+        questions(env, key, n, o),
+        0,
+        "no question to the owner: {o:?}"
+    );
+    t
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accept, then hang: Mastodon.
+
+/// Mastodon creates the status and answers only after the budget: `unknown`. After the quiet
+/// period the retry replays the identical create with the stored `Idempotency-Key`; the server
+/// answers the original status: 1 status, recorded with its id and URL, no question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mastodon_accept_then_hang_is_settled_by_the_replayed_key() {
+    let env = env_with(&[QUIET]).await;
+    let m = env.mastodon();
+    m.set_create_mode(MastoMode::AcceptThenHang(HANG));
+    let key = env.key();
+    let first = run_on(&env, &key, Some(true), Network::Mastodon).await;
+    println!("Mastodon accepts, then hangs past its budget: {first:?}");
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!(m.create_requests(), 1);
+    assert_eq!(m.statuses_created(), 1, "the status exists");
+    let sent_key = m.last_idempotency_key().expect("the create carried a key");
+    m.set_create_mode(MastoMode::Normal);
+
+    // Inside the quiet period nothing is sent.
+    let early = run_on(&env, &key, None, Network::Mastodon).await;
+    assert_eq!(early.outcome, OutcomeKind::Unknown, "{early:?}");
+    assert_eq!(m.create_requests(), 1, "no create inside the quiet period");
+
+    past_the_quiet_period(&env).await;
+    let o = run_on(&env, &key, None, Network::Mastodon).await;
+    println!("after the quiet period: {o:?}");
+    let t = assert_settled(&env, &key, Network::Mastodon, &o);
+    let status = m.statuses().remove(0);
+    println!(
+        "Mastodon figures: create requests {}, key replays {}, statuses {}, questions {}",
+        m.create_requests(),
+        m.key_replays(),
+        m.statuses_created(),
+        questions(&env, &key, Network::Mastodon, &o)
+    );
+    assert_eq!(m.create_requests(), 2, "one replay");
+    assert_eq!(
+        m.last_idempotency_key().as_deref(),
+        Some(sent_key.as_str()),
+        "the replay carries the stored key"
+    );
+    assert_eq!(m.key_replays(), 1, "answered from the key's memory");
+    assert_eq!(m.statuses_created(), 1, "exactly 1 status");
+    assert_eq!(t.id.as_deref(), Some(status.id.as_str()));
+    assert!(
+        t.url.as_deref().is_some_and(|u| u.contains(&status.id)),
+        "{t:?}"
+    );
+    let r = record(&env, &key, Network::Mastodon)
+        .await
+        .expect("recorded");
+    assert_eq!(r.urn.as_deref(), Some(status.id.as_str()));
+    assert!(
+        r.url.as_deref().is_some_and(|u| u.contains(&status.id)),
+        "{r:?}"
+    );
+    assert_eq!(claim(&env, &key, Network::Mastodon), "", "claim released");
+
+    // Recorded: nothing reaches Mastodon again.
+    let calls = m.requests();
+    let again = env.retry(&key).await;
+    assert_eq!(
+        target(&again, Network::Mastodon).outcome,
+        OutcomeKind::AlreadyPosted
+    );
+    assert_eq!(m.requests(), calls);
+    assert_eq!(m.max_posts_per_text(), 1);
+}
+
+/// Past the hour (the fake's clock moved 61 min, the attempt back-dated by as much): the key
+/// is forgotten, so nothing is replayed; the status is looked up among the account's recent
+/// statuses and recorded (0 creates). With the read refused the owner is asked (0 creates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mastodon_past_the_hour_looks_the_status_up_or_asks_the_owner() {
+    let env = env_with(&[QUIET]).await;
+    let m = env.mastodon();
+    m.set_create_mode(MastoMode::AcceptThenHang(HANG));
+    let found = env.key();
+    let refused = env.key();
+    let (a, b) = tokio::join!(
+        run_on(&env, &found, Some(true), Network::Mastodon),
+        run_on(&env, &refused, Some(true), Network::Mastodon)
+    );
+    for o in [&a, &b] {
+        assert_eq!(o.outcome, OutcomeKind::Unknown, "{o:?}");
+    }
+    assert_eq!((m.create_requests(), m.statuses_created()), (2, 2));
+    m.set_create_mode(MastoMode::Normal);
+    past_the_quiet_period(&env).await;
+
+    // An hour passes for both sides: the server forgets the keys, the pipeline sees the age.
+    let hour = Duration::from_secs(61 * 60);
+    m.advance(hour);
+    for key in [&found, &refused] {
+        backdate_attempt(&env, key, Network::Mastodon, hour).await;
+    }
+
+    let reads = m.timeline_requests();
+    let o = run_on(&env, &found, None, Network::Mastodon).await;
+    println!("past the hour, looked up: {o:?}");
+    let t = assert_settled(&env, &found, Network::Mastodon, &o);
+    let status = m
+        .statuses()
+        .into_iter()
+        .find(|s| s.text.contains(&found.to_string()))
+        .expect("the status");
+    assert_eq!(t.id.as_deref(), Some(status.id.as_str()));
+    assert!(m.timeline_requests() > reads, "the statuses were read");
+    assert_eq!(m.create_requests(), 2, "found: 0 creates");
+    assert_eq!(
+        record(&env, &found, Network::Mastodon)
+            .await
+            .and_then(|r| r.urn),
+        Some(status.id.clone())
+    );
+
+    m.set_read_mode(MastoRead::Refused);
+    let o = run_on(&env, &refused, None, Network::Mastodon).await;
+    println!("past the hour, read refused: {o:?}");
+    assert_eq!(o.outcome, OutcomeKind::Unknown, "{o:?}");
+    assert_eq!(
+        button_data(&o),
+        vec![
+            format!("done:{refused}@mastodon"),
+            format!("force:{refused}@mastodon")
+        ]
+    );
+    let (text, markup) = reports_of(&env, &refused).pop().expect("a report");
+    assert_eq!(
+        markup_data(&markup),
+        vec![
+            format!("done:{refused}@mastodon"),
+            format!("force:{refused}@mastodon")
+        ],
+        "{text}"
+    );
+    assert!(record(&env, &refused, Network::Mastodon).await.is_none());
+    // Asked once, the draft stays with the owner: later runs send nothing either.
+    let again = run_on(&env, &refused, None, Network::Mastodon).await;
+    assert_eq!(again.outcome, OutcomeKind::Unknown, "{again:?}");
+    println!(
+        "Mastodon figures: create requests {} (2 first attempts, 0 past the hour), statuses {}, key replays {}, timeline reads {}",
+        m.create_requests(),
+        m.statuses_created(),
+        m.key_replays(),
+        m.timeline_requests()
+    );
+    assert_eq!(m.create_requests(), 2, "no blind re-send without the key");
+    assert_eq!(m.statuses_created(), 2);
+    assert_eq!(m.max_posts_per_text(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accept, then hang: Bluesky.
+
+/// Bluesky writes the record and answers only after the budget: `unknown`. After the quiet
+/// period, and (another draft) a day later on the fake's clock, with the session long
+/// expired, the retry replays the identical record at the stored key, re-uploading the blob
+/// first: a no-op put, 1 post each, recorded with the at-uri and the bsky.app URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_accept_then_hang_is_settled_by_replaying_the_record() {
+    let env = env_with(&[QUIET]).await;
+    let b = env.bluesky();
+    b.set_put_mode(BskyMode::AcceptThenHang(HANG));
+    let soon = env.key();
+    let later = env.key();
+    let (x, y) = tokio::join!(
+        run_on(&env, &soon, Some(true), Network::Bluesky),
+        run_on(&env, &later, Some(true), Network::Bluesky)
+    );
+    for o in [&x, &y] {
+        println!("Bluesky accepts, then hangs past its budget: {o:?}");
+        assert_eq!(o.outcome, OutcomeKind::Unknown, "{o:?}");
+    }
+    assert_eq!((b.put_requests(), b.posts_created()), (2, 2));
+    b.set_put_mode(BskyMode::Normal);
+
+    let early = run_on(&env, &soon, None, Network::Bluesky).await;
+    assert_eq!(early.outcome, OutcomeKind::Unknown, "{early:?}");
+    assert_eq!(b.put_requests(), 2, "no put inside the quiet period");
+
+    past_the_quiet_period(&env).await;
+    for (key, when) in [(&soon, "after the quiet period"), (&later, "a day later")] {
+        if when == "a day later" {
+            b.advance(DAY);
+        }
+        let (uploads, puts, noops, refused) = (
+            b.upload_requests(),
+            b.put_requests(),
+            b.noop_puts(),
+            b.token_refusals(),
+        );
+        let o = run_on(&env, key, None, Network::Bluesky).await;
+        println!("{when}: {o:?}");
+        let t = assert_settled(&env, key, Network::Bluesky, &o);
+        let rec = b
+            .records()
+            .into_iter()
+            .find(|r| r.text().contains(&key.to_string()))
+            .expect("the record");
+        println!(
+            "Bluesky figures ({when}): upload requests +{} (refused for the expired token +{}), puts +{}, no-op puts +{}, posts {}, refreshes {}",
+            b.upload_requests() - uploads,
+            b.token_refusals() - refused,
+            b.put_requests() - puts,
+            b.noop_puts() - noops,
+            b.posts_created(),
+            b.refresh_requests(),
+        );
+        // An upload refused for an expired access token (a day later) is followed by a
+        // refresh and the upload that counts.
+        assert_eq!(
+            (b.upload_requests() - uploads) - (b.token_refusals() - refused),
+            1,
+            "the blob is uploaded again, once"
+        );
+        assert_eq!(b.noop_puts() - noops, 1, "the identical record: a no-op");
+        assert_eq!(t.id.as_deref(), Some(rec.uri.as_str()));
+        assert!(rec.uri.starts_with("at://"), "{}", rec.uri);
+        assert!(
+            t.url.as_deref().is_some_and(
+                |u| u.starts_with("https://bsky.app/profile/") && u.ends_with(&rec.rkey)
+            ),
+            "{t:?}"
+        );
+        let r = record(&env, key, Network::Bluesky).await.expect("recorded");
+        assert_eq!(r.urn.as_deref(), Some(rec.uri.as_str()));
+        assert!(r.url.is_some());
+        assert_eq!(claim(&env, key, Network::Bluesky), "");
+    }
+    assert_eq!(b.posts_created(), 2, "exactly 1 post per draft");
+    assert_eq!(b.edits(), 0);
+    assert_eq!(b.max_posts_per_text(), 1);
+}
+
+/// The put never landed (the PDS hangs and writes nothing), and a day later the blob nobody
+/// references has been collected: the replay uploads it again first, then writes the record:
+/// 1 post, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_replay_after_the_blob_was_collected_uploads_it_again() {
+    let env = env_with(&[QUIET]).await;
+    let b = env.bluesky();
+    b.set_put_mode(BskyMode::Hang(HANG));
+    let key = env.key();
+    let first = run_on(&env, &key, Some(true), Network::Bluesky).await;
+    println!("Bluesky hangs past its budget, nothing written: {first:?}");
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!((b.put_requests(), b.posts_created()), (1, 0));
+    let blob = support::bluesky::blob_cid(&support::images::png_bytes());
+    assert!(b.has_blob(&blob), "uploaded");
+    b.set_put_mode(BskyMode::Normal);
+    past_the_quiet_period(&env).await;
+    b.advance(DAY);
+    assert!(
+        !b.has_blob(&blob),
+        "a day later the unreferenced blob is collected"
+    );
+
+    let (uploads, refused) = (b.upload_requests(), b.token_refusals());
+    let o = run_on(&env, &key, None, Network::Bluesky).await;
+    println!("a day later: {o:?}");
+    let t = assert_settled(&env, &key, Network::Bluesky, &o);
+    println!(
+        "Bluesky figures: upload requests {} (+{} for the replay, of which +{} refused for the expired token), puts {}, posts {}, refreshes {}, last put error {:?}",
+        b.upload_requests(),
+        b.upload_requests() - uploads,
+        b.token_refusals() - refused,
+        b.put_requests(),
+        b.posts_created(),
+        b.refresh_requests(),
+        b.last_put_error()
+    );
+    assert_eq!(
+        (b.upload_requests() - uploads) - (b.token_refusals() - refused),
+        1,
+        "re-uploaded, once"
+    );
+    assert!(b.has_blob(&blob));
+    assert_eq!(b.posts_created(), 1, "1 post");
+    let rec = b.records().remove(0);
+    assert_eq!(t.id.as_deref(), Some(rec.uri.as_str()));
+    assert_eq!(
+        record(&env, &key, Network::Bluesky)
+            .await
+            .and_then(|r| r.urn),
+        Some(rec.uri)
+    );
+}
+
+/// The access token expires between the blob upload and the put (and, for another draft,
+/// between an ambiguous put and its retry): the adapter refreshes the session and writes
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_session_expiring_mid_run_is_refreshed_and_posts_once() {
+    let env = env_with(&[QUIET]).await;
+    let b = env.bluesky();
+    // The upload is accepted at once and answered after 0.7 s (within the budget); the session
+    // expires meanwhile, so the put meets an expired token.
+    b.set_upload_mode(BskyMode::AcceptThenHang(Duration::from_millis(700)));
+    let key = env.key();
+    let run = {
+        let app = env.app.clone();
+        let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Bluesky]);
+        let dl = env.deadline();
+        tokio::spawn(async move { app.pipeline.run(req, dl).await })
+    };
+    let waited = Instant::now();
+    while b.upload_requests() == 0 {
+        assert!(waited.elapsed() < Duration::from_secs(10), "no upload");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    b.expire_sessions();
+    let o = run.await.expect("run");
+    b.set_upload_mode(BskyMode::Normal);
+    println!("session expired between upload and put: {o:?}");
+    println!(
+        "Bluesky figures: logins {}, refreshes {}, token refusals {}, uploads {}, puts {}, posts {}",
+        b.create_session_requests(),
+        b.refresh_requests(),
+        b.token_refusals(),
+        b.upload_requests(),
+        b.put_requests(),
+        b.posts_created()
+    );
+    assert_eq!(
+        target(&o, Network::Bluesky).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
+    assert!(b.token_refusals() >= 1, "the put met the expired token");
+    assert!(b.refresh_requests() >= 1, "refreshed");
+    assert_eq!(b.posts_created(), 1, "one post");
+    assert!(record(&env, &key, Network::Bluesky).await.is_some());
+
+    // Expired before the retry of an ambiguous put.
+    let key2 = env.key();
+    b.set_put_mode(BskyMode::AcceptThenHang(HANG));
+    let first = run_on(&env, &key2, Some(true), Network::Bluesky).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    b.set_put_mode(BskyMode::Normal);
+    b.expire_sessions();
+    past_the_quiet_period(&env).await;
+    let refreshes = b.refresh_requests();
+    let o = run_on(&env, &key2, None, Network::Bluesky).await;
+    println!("session expired before the retry: {o:?}");
+    assert_settled(&env, &key2, Network::Bluesky, &o);
+    println!(
+        "Bluesky figures: refreshes +{}, posts {}, no-op puts {}",
+        b.refresh_requests() - refreshes,
+        b.posts_created(),
+        b.noop_puts()
+    );
+    assert!(
+        b.refresh_requests() > refreshes,
+        "refreshed before the replay"
+    );
+    assert_eq!(b.posts_created(), 2, "one post per draft");
+    assert_eq!(b.max_posts_per_text(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Five targets.
+
+/// 30 runs of one five-target draft started together across 3 sets of clients, every
+/// duplicate check that can be turned off off: exactly one post per network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_racing_runs_post_once_per_network_on_five_targets() {
+    let env = env_with(&[]).await;
+    env.linkedin.set_delay(Duration::from_millis(50));
+    env.x().set_delay(Duration::from_millis(200));
+    let key = env.key();
+    let content = env.announcement(&key);
+    let mut pool = vec![env.app.clone()];
+    for _ in 1..3 {
+        pool.push(env.another_app().await);
+    }
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..30u64 {
+        let app = pool[usize::try_from(i).expect("small") % pool.len()].clone();
+        let req = env.request(&key, Some(content.clone()));
+        let dl = env.deadline();
+        let stagger = Duration::from_millis(25 * i.saturating_sub(8));
+        handles.push(tokio::spawn(async move {
+            tokio::time::sleep(stagger).await;
+            app.pipeline.run(req, dl).await
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for h in handles {
+        outcomes.push(h.await.expect("run task"));
+    }
+    let took = started.elapsed();
+    let mut per_target: BTreeMap<Network, BTreeMap<&'static str, usize>> = BTreeMap::new();
+    for o in &outcomes {
+        let kinds = target_kinds(o);
+        assert_eq!(
+            kinds.keys().copied().collect::<Vec<_>>(),
+            FIVE.to_vec(),
+            "{o:?}"
+        );
+        for (n, k) in kinds {
+            assert!(
+                matches!(
+                    k,
+                    OutcomeKind::Posted | OutcomeKind::BeingPosted | OutcomeKind::AlreadyPosted
+                ),
+                "{}: {o:?}",
+                n.as_str()
+            );
+            *per_target
+                .entry(n)
+                .or_default()
+                .entry(k.as_str())
+                .or_default() += 1;
+        }
+    }
+    let (m, b) = (env.mastodon(), env.bluesky());
+    let at_fake: BTreeMap<Network, usize> = BTreeMap::from([
+        (Network::Linkedin, env.linkedin.posts_created()),
+        (Network::X, env.x().posts_created()),
+        (Network::Telegram, env.channel().messages_posted()),
+        (Network::Mastodon, m.statuses_created()),
+        (
+            Network::Bluesky,
+            usize::try_from(b.posts_created()).expect("small"),
+        ),
+    ]);
+    println!("race, 5 targets, duplicate checks OFF: 30 runs over 3 apps in {took:?}");
+    for n in FIVE {
+        println!(
+            "  {:>8}: outcomes {:?}; posts at the fake {}",
+            n.as_str(),
+            per_target[&n],
+            at_fake[&n]
+        );
+    }
+    println!(
+        "  creates: LinkedIn {}, X {}, channel sendPhoto {}, Mastodon {}, Bluesky puts {}",
+        env.linkedin.create_requests(),
+        env.x().create_requests(),
+        env.channel().send_photo_requests(),
+        m.create_requests(),
+        b.put_requests()
+    );
+    for n in FIVE {
+        assert_eq!(at_fake[&n], 1, "exactly 1 post on {}", n.as_str());
+        assert_eq!(
+            per_target[&n].get("posted").copied().unwrap_or(0),
+            1,
+            "exactly one run posted to {}",
+            n.as_str()
+        );
+        assert!(
+            record(&env, &key, n).await.is_some(),
+            "{} recorded",
+            n.as_str()
+        );
+        assert_eq!(claim(&env, &key, n), "", "{}'s claim released", n.as_str());
+    }
+    assert_eq!(m.create_requests(), 1);
+    assert_eq!(b.put_requests(), 1);
+    let again = env.retry(&key).await;
+    assert_eq!(again.outcome, OutcomeKind::AlreadyPosted, "{again:?}");
+}
+
+/// Whether an error body names `network` (as a word) and `limit`.
+fn names(body: &Value, network: &str, limit: &str) -> bool {
+    let text = body.to_string().to_lowercase().replace([',', '\u{a0}'], "");
+    let word = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == network);
+    word && text.contains(limit)
+}
+
+async fn nothing_stored(env: &Env, key: &PostKey) {
+    for n in FIVE {
+        let snap = env.status(&key.on(n)).await.snapshot;
+        assert!(snap.draft.is_none(), "draft:{} was stored", key.on(n));
+        assert!(snap.record.is_none(), "posted:{} exists", key.on(n));
+    }
+    assert_eq!(env.redis().cli(&["KEYS", &format!("*{key}*")]), "");
+}
+
+/// A caption too long for one network, counted its way, through the signed CI route: 400
+/// naming the network and its limit, nothing stored, nothing sent. Mastodon counts 500 with
+/// every URL as 23; Bluesky 300 graphemes (an `e` with a combining accent is one). At the
+/// limits exactly, all five post.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caption_too_long_for_one_network_is_a_400_naming_it() {
+    let env = env_with(&[]).await;
+    let router = Router::new(env.app.clone());
+    let url = format!("https://example.com/{}", "p".repeat(100));
+    let e = "e\u{301}";
+    let m501 = format!("{} {url}", "a".repeat(477));
+    let b301 = e.repeat(301);
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "X, 281 weighted",
+            json!({"captions": {"x": "a".repeat(281)}}),
+            "x",
+            "280",
+        ),
+        (
+            "the channel, 1,026 UTF-16 units",
+            json!({"captions": {"telegram": "😀".repeat(513)}}),
+            "telegram",
+            "1024",
+        ),
+        (
+            "LinkedIn, 3,001 characters",
+            json!({"captions": {"linkedin": "a".repeat(3001)}}),
+            "linkedin",
+            "3000",
+        ),
+        (
+            "Mastodon, 501 with the URL as 23",
+            json!({"captions": {"mastodon": m501}}),
+            "mastodon",
+            "500",
+        ),
+        (
+            "Mastodon, 501 characters",
+            json!({"captions": {"mastodon": "m".repeat(501)}}),
+            "mastodon",
+            "500",
+        ),
+        (
+            "Bluesky, 301 graphemes in 602 characters",
+            json!({"captions": {"bluesky": b301}}),
+            "bluesky",
+            "300",
+        ),
+        (
+            "the draft's caption to Mastodon and Bluesky, too long for Bluesky only",
+            json!({"targets": ["mastodon", "bluesky"], "caption": "b".repeat(301)}),
+            "bluesky",
+            "300",
+        ),
+    ];
+    for (what, extra, network, limit) in cases {
+        let key = env.key();
+        let mut body = json!({
+            "kind": key.kind(), "slug": key.slug(), "caption": format!("Fits everywhere {key}"),
+            "image_url": env.images.url("/cover.png"),
+        });
+        for (k, v) in extra.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        let (status, resp) = ci(&router, &body).await;
+        println!("{what}: {status} {resp}");
+        assert_eq!(status, 400, "{what}: {resp}");
+        assert!(
+            names(&resp, network, limit),
+            "{what}: the answer names {network} and {limit}: {resp}"
+        );
+        nothing_stored(&env, &key).await;
+    }
+    assert_eq!(env.mastodon().create_requests(), 0);
+    assert_eq!(env.mastodon().upload_requests(), 0);
+    assert_eq!(env.bluesky().put_requests(), 0);
+    assert_eq!(env.bluesky().upload_requests(), 0);
+    assert_eq!(env.linkedin.total_requests().await, 0);
+    assert_eq!(env.x().requests(), 0);
+    assert_eq!(
+        env.images.total_hits().await,
+        0,
+        "not even the image was fetched"
+    );
+
+    // Exactly at the limits, counted each network's way, every target posts: 500 for
+    // Mastodon with a 120-character URL (597 characters), 300 graphemes for Bluesky (600
+    // characters).
+    let key = env.key();
+    let m500 = format!("{} {url}", "a".repeat(476));
+    assert_eq!(postonce::publish::mastodon::status_len(&m500, 23), 500);
+    assert!(m500.chars().count() > 500);
+    let b300 = e.repeat(300);
+    assert_eq!(b300.chars().count(), 600);
+    let body = json!({
+        "kind": key.kind(), "slug": key.slug(), "caption": format!("At the limits {key}"),
+        "image_url": env.images.url("/cover.png"),
+        "captions": {"mastodon": m500, "bluesky": b300},
+    });
+    let (status, resp) = ci(&router, &body).await;
+    println!("at the limits: {status} {resp}");
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["outcome"], "posted", "{resp}");
+    assert_eq!(env.mastodon().statuses()[0].text, m500);
+    assert_eq!(env.bluesky().records()[0].text(), b300);
+    println!(
+        "figures: Mastodon statuses {}, Bluesky posts {}, LinkedIn {}, X {}, channel {}",
+        env.mastodon().statuses_created(),
+        env.bluesky().posts_created(),
+        env.linkedin.posts_created(),
+        env.x().posts_created(),
+        env.channel().messages_posted()
+    );
+}
