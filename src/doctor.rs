@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::key::PostKey;
-use crate::publish::network::{Network, PostError};
+use crate::publish::mastodon::MastodonAdapter;
+use crate::publish::network::{Network, NetworkAdapter, PostError};
 
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +169,18 @@ async fn target(app: &App, network: Network) -> Result<String, String> {
     }
     let api = api_var(network);
     match bounded(adapter.check()).await {
-        Some(Ok(detail)) => Ok(detail),
+        Some(Ok(detail)) => {
+            // Adapters may start their line with their own name ("Mastodon: @…"); the check's
+            // name already says it.
+            let detail = detail
+                .strip_prefix(&format!("{}: ", target_name(network)))
+                .map_or_else(|| detail.clone(), str::to_owned);
+            Ok(match network {
+                Network::Mastodon => format!("{detail}; {}", mastodon_limits(app).await),
+                Network::Bluesky => format!("{detail} at {}", app.config.bluesky_pds_url),
+                _ => detail,
+            })
+        }
         Some(Err(e)) => Err(match (network, &e) {
             (Network::Linkedin, PostError::Rejected { status: 401, .. }) => {
                 "token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into()
@@ -185,6 +197,46 @@ async fn target(app: &App, network: Network) -> Result<String, String> {
         None => Err(format!(
             "no answer within {CHECK_TIMEOUT:?}; check {api} and the network"
         )),
+    }
+}
+
+/// The instance's limits, read again with `GET /api/v2/instance` (a harmless public read):
+/// what text and images are checked against. A failed read is not fatal (the adapter then
+/// checks against Mastodon's defaults and the instance still refuses what it does not take).
+async fn mastodon_limits(app: &App) -> String {
+    let (Some(url), Some(token)) = (&app.config.mastodon_url, &app.config.mastodon_token) else {
+        return "instance limits not read".into();
+    };
+    let instance = MastodonAdapter::new(app.http.clone(), url, token.clone());
+    match bounded(instance.instance_limits()).await {
+        Some(Ok((max_characters, image_size_limit))) => {
+            // A lone URL's length is what the instance reserves per URL.
+            let per_url = instance.text_len("https://example.com/");
+            format!(
+                "instance limits: {max_characters} characters (a URL counts {per_url}), images up to {}",
+                bytes(image_size_limit)
+            )
+        }
+        Some(Err(e)) => format!(
+            "could not read the instance's limits ({e}): text is checked against {} characters",
+            instance.max_text()
+        ),
+        None => format!(
+            "could not read the instance's limits within {CHECK_TIMEOUT:?}: text is checked against {} characters",
+            instance.max_text()
+        ),
+    }
+}
+
+/// `16 MiB`, `800 KiB` when the size is a whole number of them, else `1234567 bytes`.
+fn bytes(n: usize) -> String {
+    const MB: usize = 1024 * 1024;
+    if n >= MB && n.is_multiple_of(MB) {
+        format!("{} MiB", n / MB)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} bytes")
     }
 }
 

@@ -3,8 +3,10 @@
 mod support;
 
 use postonce::doctor::{doctor, set_webhook};
+use support::bluesky::{BlueskyFake, APP_PASSWORD, DID, HANDLE};
 use support::env::{build, Env, Stores, TG_SECRET, TG_TOKEN};
 use support::linkedin::Mode;
+use support::mastodon::{MastodonFake, TOKEN as MASTODON_TOKEN, USERNAME as MASTODON_USER};
 use support::tg_channel::{ChannelMode, TgChannelFake};
 use support::x::{XFake, ACCESS_TOKEN, ACCESS_TOKEN_SECRET, CONSUMER_KEY, CONSUMER_SECRET};
 
@@ -136,7 +138,7 @@ fn target_lines(checks: &[postonce::doctor::Check]) -> Vec<&'static str> {
     checks
         .iter()
         .map(|c| c.name)
-        .filter(|n| ["LinkedIn", "X", "Telegram channel"].contains(n))
+        .filter(|n| ["LinkedIn", "X", "Telegram channel", "Mastodon", "Bluesky"].contains(n))
         .collect()
 }
 
@@ -239,6 +241,121 @@ async fn doctor_checks_each_target_with_one_harmless_read() {
             ACCESS_TOKEN_SECRET,
             TG_TOKEN,
         ] {
+            assert!(!c.detail.contains(secret), "{c}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn doctor_checks_mastodon_and_bluesky_and_reads_the_instance_limits() {
+    // Without credentials both are dry runs that pass and name what to set.
+    let env = Env::with(
+        Stores::Local,
+        &[("POSTONCE_TARGETS", "linkedin,mastodon,bluesky")],
+    )
+    .await;
+    let c = doctor(&env.app).await;
+    assert_eq!(target_lines(&c), ["LinkedIn", "Mastodon", "Bluesky"]);
+    let m = line(&c, "Mastodon");
+    assert!(m.ok, "{c:?}");
+    assert_eq!(
+        m.detail,
+        "dry run: set MASTODON_URL and MASTODON_ACCESS_TOKEN to post to Mastodon for real"
+    );
+    let b = line(&c, "Bluesky");
+    assert!(b.ok, "{c:?}");
+    assert_eq!(
+        b.detail,
+        "dry run: set BLUESKY_IDENTIFIER and BLUESKY_APP_PASSWORD to post to Bluesky for real"
+    );
+
+    // With credentials: verify_credentials and the instance's limits at Mastodon, a session at
+    // Bluesky; nothing uploaded, nothing posted.
+    let masto = MastodonFake::start().await;
+    masto.set_max_characters(1000);
+    let sky = BlueskyFake::start().await;
+    let mut vars = env.vars.clone();
+    for (k, v) in [
+        ("POSTONCE_TARGETS", "mastodon,bluesky".to_owned()),
+        ("MASTODON_URL", masto.uri()),
+        ("MASTODON_ACCESS_TOKEN", MASTODON_TOKEN.to_owned()),
+        ("BLUESKY_IDENTIFIER", HANDLE.to_owned()),
+        ("BLUESKY_APP_PASSWORD", APP_PASSWORD.to_owned()),
+        ("BLUESKY_PDS_URL", sky.uri()),
+    ] {
+        vars.insert(k.to_owned(), v);
+    }
+    let app = build(&vars).await;
+    let c = doctor(&app).await;
+    for c in &c {
+        println!("{c}");
+    }
+    assert_eq!(target_lines(&c), ["Mastodon", "Bluesky"], "{c:?}");
+    let m = line(&c, "Mastodon");
+    assert!(m.ok, "{m}");
+    assert!(
+        m.detail.starts_with(&format!("@{MASTODON_USER}@127.0.0.1")),
+        "{m}"
+    );
+    assert!(
+        m.detail
+            .contains("instance limits: 1000 characters (a URL counts 23)"),
+        "{m}"
+    );
+    assert!(masto.verify_requests() >= 1 && masto.instance_requests() >= 1);
+    assert_eq!(
+        (
+            masto.create_requests(),
+            masto.upload_requests(),
+            masto.statuses_created()
+        ),
+        (0, 0, 0)
+    );
+    let b = line(&c, "Bluesky");
+    assert!(b.ok, "{b}");
+    assert!(
+        b.detail.starts_with(&format!("@{HANDLE} ({DID}) at ")),
+        "{b}"
+    );
+    assert!(sky.create_session_requests() >= 1);
+    assert_eq!(
+        (
+            sky.upload_requests(),
+            sky.put_requests(),
+            sky.posts_created()
+        ),
+        (0, 0, 0)
+    );
+
+    // Broken parts name their fix.
+    let mut wrong = vars.clone();
+    wrong.insert(
+        "MASTODON_ACCESS_TOKEN".into(),
+        "not-the-token-of-this-account".into(),
+    );
+    wrong.insert("BLUESKY_APP_PASSWORD".into(), "not-the-app-password".into());
+    let c = doctor(&build(&wrong).await).await;
+    println!("{}\n{}", line(&c, "Mastodon"), line(&c, "Bluesky"));
+    let m = line(&c, "Mastodon");
+    assert!(
+        !m.ok && m.detail.contains("401") && m.detail.contains("MASTODON_ACCESS_TOKEN"),
+        "{m}"
+    );
+    let b = line(&c, "Bluesky");
+    assert!(!b.ok && b.detail.contains("BLUESKY_APP_PASSWORD"), "{b}");
+    let mut unreachable = vars.clone();
+    unreachable.insert("MASTODON_URL".into(), "http://127.0.0.1:9".into());
+    unreachable.insert("BLUESKY_PDS_URL".into(), "http://127.0.0.1:9".into());
+    let c = doctor(&build(&unreachable).await).await;
+    println!("{}\n{}", line(&c, "Mastodon"), line(&c, "Bluesky"));
+    let m = line(&c, "Mastodon");
+    assert!(!m.ok && m.detail.contains("MASTODON_URL"), "{m}");
+    let b = line(&c, "Bluesky");
+    assert!(!b.ok && b.detail.contains("BLUESKY_PDS_URL"), "{b}");
+    assert_eq!(masto.statuses_created() + sky.records().len(), 0);
+
+    for c in &c {
+        for secret in [MASTODON_TOKEN, APP_PASSWORD, TG_TOKEN] {
             assert!(!c.detail.contains(secret), "{c}");
         }
     }
