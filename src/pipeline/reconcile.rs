@@ -95,14 +95,18 @@ impl Lane {
             .clone()
             .or_else(|| draft.content.as_ref().map(|c| self.text_hash(c)));
         // Replay past the key's window: the post can only be looked up now.
-        let expired = matches!(self.settle(), Settle::Replay { window: Some(w) } if age > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
+        // With a margin: the replay reaches the network only after the re-send is recorded and
+        // its request travels, and the network counts its window from the create, which came
+        // after the stored attempt time. Looking up early is always safe.
+        let margin = self.settings.timeouts.dynamodb + self.budget;
+        let expired = matches!(self.settle(), Settle::Replay { window: Some(w) } if age.saturating_add(i64::try_from(margin.as_secs()).unwrap_or(i64::MAX)).saturating_add(1) > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
         if self.settle() == Settle::ReadBack || expired {
             match self.read_back(dl, &post, pending.at).await {
                 Ok(Some(found)) => {
                     tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
                     progress.created(found.id.clone());
                     return self
-                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "reconcile", progress)
+                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "lookup", progress)
                         .await;
                 }
                 Ok(None) if expired => {

@@ -63,7 +63,7 @@ impl Lane {
                 }
                 let detail = match (kind, source, &urn) {
                     (OutcomeKind::AlreadyPosted, "reconcile", None) => format!("{on} refused the identical re-send as a duplicate, so the earlier attempt is there; {on} does not say which post it is, so it is recorded without a link"),
-                    (OutcomeKind::AlreadyPosted, "reconcile", Some(_)) if self.settle() == Settle::ReadBack => format!("found the earlier attempt among the account's recent posts on {on}; recorded it, nothing was sent"),
+                    (OutcomeKind::AlreadyPosted, "lookup", _) => format!("found the earlier attempt among the account's recent posts on {on}; recorded it, nothing was sent"),
                     (OutcomeKind::AlreadyPosted, "reconcile", Some(_)) => format!("{on}'s duplicate answer showed the earlier attempt is on {on}; recorded it"),
                     (OutcomeKind::AlreadyPosted, _, None) => format!("{on} says it already has this post and does not name it; recorded without a link"),
                     (OutcomeKind::AlreadyPosted, _, Some(_)) => format!("{on} already has this post; recorded it"),

@@ -41,7 +41,8 @@ pub struct PostedRecord {
     pub posted_at: i64,
     /// The run that recorded it.
     pub run: String,
-    /// What recorded it: ci, telegram, console, cli, sweep, repair, reconcile, owner.
+    /// What recorded it: ci, telegram, console, cli, sweep, repair, reconcile (a re-send or
+    /// replay answered with the post), lookup (found among the account's posts), force, owner.
     pub source: String,
     /// Hash of the normalized caption, when known.
     pub caption_hash: Option<String>,
