@@ -355,12 +355,12 @@ async fn fault_matrix_settles_every_key_relying_on_linkedins_duplicate_answer() 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Three targets.
+// Five targets.
 
-/// The three networks of [`Env::with_targets`].
-const NETWORKS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
+/// The five networks of [`Env::with_five_targets`].
+const NETWORKS: [Network; 5] = Network::ALL;
 
-/// What the three-target fault matrix saw on one network.
+/// What the five-target fault matrix saw on one network.
 #[derive(Debug, Default)]
 struct NetworkFigures {
     combinations: usize,
@@ -402,7 +402,25 @@ fn posts_on(env: &Env, key: &PostKey, network: Network) -> Vec<String> {
             .filter(|m| m.caption.contains(slug))
             .map(|m| m.message_id.to_string())
             .collect(),
-        other => panic!("{} is not a target here", other.as_str()),
+        Network::Mastodon => env
+            .mastodon()
+            .statuses()
+            .into_iter()
+            .filter(|s| s.text.contains(slug))
+            .map(|s| s.id)
+            .collect(),
+        Network::Bluesky => env
+            .bluesky()
+            .records()
+            .into_iter()
+            .filter(|r| {
+                r.value
+                    .get("text")
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| t.contains(slug))
+            })
+            .map(|r| r.uri)
+            .collect(),
     }
 }
 
@@ -415,11 +433,18 @@ fn fake_totals(env: &Env, network: Network) -> (u64, usize) {
             env.channel().send_photo_requests(),
             env.channel().messages_posted(),
         ),
-        other => panic!("{} is not a target here", other.as_str()),
+        Network::Mastodon => (
+            env.mastodon().create_requests(),
+            env.mastodon().statuses_created(),
+        ),
+        Network::Bluesky => (
+            env.bluesky().put_requests(),
+            usize::try_from(env.bluesky().posts_created()).unwrap_or(usize::MAX),
+        ),
     }
 }
 
-/// Each target's outcome in a three-target run's answer.
+/// Each target's outcome in a five-target run's answer.
 fn per_target(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
     o.targets
         .as_ref()
@@ -428,7 +453,7 @@ fn per_target(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
 }
 
 /// Every fail point × {error, delay past the deadline, panic}, one key per combination, each
-/// draft going to LinkedIn, X and the Telegram channel. Fail points are process-wide, so the
+/// draft going to LinkedIn, X, the Telegram channel, Mastodon and Bluesky. Fail points are process-wide, so the
 /// configured point fires in every target's lane of the run. LinkedIn's and X's duplicate
 /// checks are **off** (a second create is a second post; the channel has none) and the quiet
 /// period outlasts the test. After the faulty run each key is retried the way the owner's
@@ -438,14 +463,16 @@ fn per_target(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
 /// claim; or waiting `unknown` (no record, no claim) with at most one post. Anything else is
 /// lost. Prints the figures per network.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_matrix_three_targets_never_duplicate_per_target() {
+async fn fault_matrix_five_targets_never_duplicate_per_target() {
     let _turn = TURN.lock().await;
     let mut vars = matrix_env_vars("3000").to_vec();
     vars.extend([
         ("POSTONCE_X_TIMEOUT_MS", "1000"),
         ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1000"),
+        ("POSTONCE_MASTODON_TIMEOUT_MS", "1000"),
+        ("POSTONCE_BLUESKY_TIMEOUT_MS", "1000"),
     ]);
-    let env = Env::with_targets(support::env::Stores::Real, &vars).await;
+    let env = Env::with_five_targets(support::env::Stores::Real, &vars).await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     env.x().set_duplicate_check(support::x::DuplicateCheck::Off);
     let points = [
@@ -563,7 +590,7 @@ async fn fault_matrix_three_targets_never_duplicate_per_target() {
         }
     }
     println!(
-        "fault matrix, 3 targets (LinkedIn and X duplicate checks OFF, quiet period {:?}): {} fail points x error/delay/panic = {} keys, each to linkedin+x+telegram, in {:?}",
+        "fault matrix, 5 targets (LinkedIn and X duplicate checks OFF; Mastodon and Bluesky keyed by their own idempotency; quiet period {:?}): {} fail points x error/delay/panic = {} keys, each to linkedin+x+telegram+mastodon+bluesky, in {:?}",
         env.quiet_period(),
         points.len(),
         combos.len(),
