@@ -390,19 +390,48 @@ fn print_outcome(outcome: &Outcome, json: bool) {
         println!("{}", serde_json::to_string(outcome).unwrap_or_default());
         return;
     }
-    let dry = if outcome.dry_run {
-        " (dry run: nothing was sent to LinkedIn)"
-    } else {
-        ""
+    let dry = |o: &Outcome| {
+        if o.dry_run {
+            format!(" (dry run: nothing was sent to {})", o.network.label())
+        } else {
+            String::new()
+        }
     };
-    println!("{}: {}{dry}", outcome.outcome.as_str(), outcome.key);
-    if let Some(url) = outcome.post_url() {
-        println!("  {url}");
-    } else if let Some(urn) = &outcome.urn {
-        println!("  {urn}");
+    let body = |o: &Outcome, indent: &str| {
+        if let Some(url) = o.post_url() {
+            println!("{indent}{url}");
+        } else if let Some(urn) = &o.urn {
+            println!("{indent}{urn}");
+        }
+        if !o.detail.is_empty() {
+            println!("{indent}{}", o.detail);
+        }
+    };
+    if outcome.parts.is_empty() {
+        println!(
+            "{}: {}{}",
+            outcome.outcome.as_str(),
+            outcome.key,
+            dry(outcome)
+        );
+        body(outcome, "  ");
+        return;
     }
-    if !outcome.detail.is_empty() {
-        println!("  {}", outcome.detail);
+    // Several targets: the combined outcome, then one block per target.
+    println!(
+        "{}: {} ({})",
+        outcome.outcome.as_str(),
+        outcome.key,
+        outcome.detail
+    );
+    for part in &outcome.parts {
+        println!(
+            "  {}: {}{}",
+            part.network.as_str(),
+            part.outcome.as_str(),
+            dry(part)
+        );
+        body(part, "    ");
     }
 }
 

@@ -1071,3 +1071,48 @@ async fn x_secrets_stay_out_of_logs_outcomes_and_reports() {
         }
     }
 }
+
+/// The content guard per network, in both stores: a caption already posted on a network under
+/// another key is refused there (offering *Post anyway* for that target), while each network
+/// keeps its own index, so the same caption posts freely to a network it is not on yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_content_guard_holds_per_network_in_both_stores() {
+    for stores in [Stores::Local, Stores::Real] {
+        let env = Env::with_targets(stores, &[]).await;
+        env.linkedin.set_duplicate_check(LinkedInCheck::Off);
+        env.x().set_duplicate_check(XCheck::Off);
+        let caption = format!("Guarded caption {}", env.key().slug());
+        let run = |key: &PostKey, targets: &[Network]| {
+            let req = env.request_to(key, Some(env.content(&caption)), targets);
+            let (app, dl) = (env.app.clone(), env.deadline());
+            async move { app.pipeline.run(req, dl).await }
+        };
+        let first = env.key();
+        let o = run(&first, &[Network::X, Network::Telegram]).await;
+        assert_eq!(o.outcome, OutcomeKind::Posted, "{stores:?}: {o:?}");
+        let second = env.key();
+        let o = run(&second, &[Network::X, Network::Telegram]).await;
+        assert_eq!(o.outcome, OutcomeKind::Failed, "{stores:?}: {o:?}");
+        let data = button_data(&o);
+        assert_eq!(
+            data,
+            vec![
+                format!("force:{second}@x"),
+                format!("force:{second}@telegram")
+            ],
+            "{stores:?}"
+        );
+        // LinkedIn has not seen this caption: its own index lets it through.
+        let o = run(&second, &[Network::Linkedin]).await;
+        assert_eq!(o.outcome, OutcomeKind::Posted, "{stores:?}: {o:?}");
+        println!(
+            "content guard per network ({stores:?}): X posts {}, channel messages {}, LinkedIn posts {}",
+            env.x().posts_created(),
+            env.channel().messages_posted(),
+            env.linkedin.posts_created()
+        );
+        assert_eq!(env.x().posts_created(), 1, "{stores:?}");
+        assert_eq!(env.channel().messages_posted(), 1, "{stores:?}");
+        assert_eq!(env.linkedin.posts_created(), 1, "{stores:?}");
+    }
+}

@@ -256,7 +256,11 @@ impl Lane {
         let hash = caption_hash(&full_text(content));
         match self.network {
             Network::Linkedin => hash,
-            n => format!("{hash}@{}", n.as_str()),
+            // Hex like LinkedIn's (the stores name index entries by it), apart per network.
+            n => {
+                use sha2::{Digest, Sha256};
+                hex::encode(Sha256::digest(format!("{}:{hash}", n.as_str()).as_bytes()))
+            }
         }
     }
 
