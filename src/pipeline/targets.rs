@@ -143,6 +143,11 @@ impl Pipeline {
                 let has = snapshot.record.is_some() || snapshot.draft.is_some();
                 let done = match &snapshot.record {
                     Some(r) if lane.counts(r) => {
+                        // A claim kept on purpose for this post (its record write seemed to
+                        // fail, yet landed) has done its job: drop it, compare-and-delete on
+                        // exactly that value, so nothing else is ever touched.
+                        let kept = ClaimValue::Posted(r.urn.clone().unwrap_or_default()).raw();
+                        let _ = dl.finish(t.redis, lane.claims.release(&key, &kept)).await;
                         Some(lane.already(&key, dl, r, snapshot.draft.as_ref()).await)
                     }
                     _ => None,
