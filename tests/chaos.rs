@@ -304,48 +304,6 @@ async fn crash_chaos_settles_every_draft_relying_on_linkedins_duplicate_answer()
 /// The three networks of [`Env::with_targets`].
 const NETWORKS: [Network; 3] = [Network::Linkedin, Network::X, Network::Telegram];
 
-/// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's text
-/// and the channel's caption all carry the key's slug.
-fn posts_on(env: &Env, key: &PostKey, network: Network) -> Vec<String> {
-    let slug = key.slug();
-    match network {
-        Network::Linkedin => env
-            .linkedin
-            .posts_containing(slug)
-            .into_iter()
-            .map(|p| p.urn)
-            .collect(),
-        Network::X => env
-            .x()
-            .posts()
-            .into_iter()
-            .filter(|p| p.text.contains(slug))
-            .map(|p| p.id)
-            .collect(),
-        Network::Telegram => env
-            .channel()
-            .messages()
-            .into_iter()
-            .filter(|m| m.caption.contains(slug))
-            .map(|m| m.message_id.to_string())
-            .collect(),
-        other => panic!("{} is not a target here", other.as_str()),
-    }
-}
-
-/// (create requests, posts) at `network`'s fake, over the whole test.
-fn fake_totals(env: &Env, network: Network) -> (u64, usize) {
-    match network {
-        Network::Linkedin => (env.linkedin.create_requests(), env.linkedin.posts_created()),
-        Network::X => (env.x().create_requests(), env.x().posts_created()),
-        Network::Telegram => (
-            env.channel().send_photo_requests(),
-            env.channel().messages_posted(),
-        ),
-        other => panic!("{} is not a target here", other.as_str()),
-    }
-}
-
 /// [`verdict`], per target: each (key, network) pair read from its own stored state
 /// (`key.on(network)`) and counted at that network's fake.
 async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Verdict> {
@@ -354,7 +312,7 @@ async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Ve
         for n in NETWORKS {
             let v = out.entry(n).or_default();
             let target = key.on(n);
-            let posts = posts_on(env, key, n);
+            let posts = env.posts_on(key, n);
             let st = env.status(&target).await;
             let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
             let draft = st.snapshot.draft.as_ref().map(|d| d.status);
@@ -432,7 +390,7 @@ async fn crash_chaos_three_targets_no_duplicates_no_lost_per_target() {
         begun.elapsed()
     );
     for (n, v) in &verdicts {
-        let (creates, posts) = fake_totals(&env, *n);
+        let (creates, posts) = env.fake_totals(*n);
         println!(
             "  {:>8}: create requests {creates}, posts {posts}; posted once and recorded {}, waiting (unknown) {} ({} with the post on {}, {} without), duplicates {}, lost {}",
             n.as_str(),

@@ -377,73 +377,6 @@ struct NetworkFigures {
     lost: Vec<String>,
 }
 
-/// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
-/// text and the channel's caption all carry the key's slug.
-fn posts_on(env: &Env, key: &PostKey, network: Network) -> Vec<String> {
-    let slug = key.slug();
-    match network {
-        Network::Linkedin => env
-            .linkedin
-            .posts_containing(slug)
-            .into_iter()
-            .map(|p| p.urn)
-            .collect(),
-        Network::X => env
-            .x()
-            .posts()
-            .into_iter()
-            .filter(|p| p.text.contains(slug))
-            .map(|p| p.id)
-            .collect(),
-        Network::Telegram => env
-            .channel()
-            .messages()
-            .into_iter()
-            .filter(|m| m.caption.contains(slug))
-            .map(|m| m.message_id.to_string())
-            .collect(),
-        Network::Mastodon => env
-            .mastodon()
-            .statuses()
-            .into_iter()
-            .filter(|s| s.text.contains(slug))
-            .map(|s| s.id)
-            .collect(),
-        Network::Bluesky => env
-            .bluesky()
-            .records()
-            .into_iter()
-            .filter(|r| {
-                r.value
-                    .get("text")
-                    .and_then(|t| t.as_str())
-                    .is_some_and(|t| t.contains(slug))
-            })
-            .map(|r| r.uri)
-            .collect(),
-    }
-}
-
-/// (create requests, posts) at `network`'s fake, over the whole test.
-fn fake_totals(env: &Env, network: Network) -> (u64, usize) {
-    match network {
-        Network::Linkedin => (env.linkedin.create_requests(), env.linkedin.posts_created()),
-        Network::X => (env.x().create_requests(), env.x().posts_created()),
-        Network::Telegram => (
-            env.channel().send_photo_requests(),
-            env.channel().messages_posted(),
-        ),
-        Network::Mastodon => (
-            env.mastodon().create_requests(),
-            env.mastodon().statuses_created(),
-        ),
-        Network::Bluesky => (
-            env.bluesky().put_requests(),
-            usize::try_from(env.bluesky().posts_created()).unwrap_or(usize::MAX),
-        ),
-    }
-}
-
 /// Each target's outcome in a five-target run's answer.
 fn per_target(o: &Outcome) -> BTreeMap<Network, OutcomeKind> {
     o.targets
@@ -519,7 +452,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
             // A target answered failed ("nothing was posted") must have nothing at its fake.
             if let Some(o) = &first {
                 for (n, kind) in per_target(o) {
-                    let posts = posts_on(&env, &key, n).len();
+                    let posts = env.posts_on(&key, n).len();
                     if kind == OutcomeKind::Failed && posts != 0 {
                         figures.entry(n).or_default().lost.push(format!(
                             "{point}/{label}: the first run answered failed (\"nothing was posted\") but the fake has {posts} post(s)"
@@ -552,7 +485,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
         for n in NETWORKS {
             let f = figures.entry(n).or_default();
             f.combinations += 1;
-            let posts = posts_on(&env, key, n);
+            let posts = env.posts_on(key, n);
             let st = env.status(&key.on(n)).await;
             let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
             let draft = st.snapshot.draft.as_ref().map(|d| d.status);
@@ -597,7 +530,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
         began.elapsed()
     );
     for (n, f) in &figures {
-        let (creates, posts) = fake_totals(&env, *n);
+        let (creates, posts) = env.fake_totals(*n);
         println!(
             "  {:>8}: combinations {}, posted once and recorded {}, waiting (unknown) {} ({} with the post on {}, {} without) {:?}, create requests {creates}, posts {posts}, duplicates {}, lost {}",
             n.as_str(),

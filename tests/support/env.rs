@@ -12,6 +12,7 @@ use postonce::config::Config;
 use postonce::key::PostKey;
 use postonce::outcome::Outcome;
 use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
+use postonce::publish::network::Network;
 use postonce::record::DraftContent;
 
 use super::bluesky::BlueskyFake;
@@ -74,6 +75,76 @@ pub struct Env {
 }
 
 impl Env {
+    /// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
+    /// text and the channel's caption all carry the key's slug.
+    pub fn posts_on(&self, key: &PostKey, network: Network) -> Vec<String> {
+        let slug = key.slug();
+        match network {
+            Network::Linkedin => self
+                .linkedin
+                .posts_containing(slug)
+                .into_iter()
+                .map(|p| p.urn)
+                .collect(),
+            Network::X => self
+                .x()
+                .posts()
+                .into_iter()
+                .filter(|p| p.text.contains(slug))
+                .map(|p| p.id)
+                .collect(),
+            Network::Telegram => self
+                .channel()
+                .messages()
+                .into_iter()
+                .filter(|m| m.caption.contains(slug))
+                .map(|m| m.message_id.to_string())
+                .collect(),
+            Network::Mastodon => self
+                .mastodon()
+                .statuses()
+                .into_iter()
+                .filter(|s| s.text.contains(slug))
+                .map(|s| s.id)
+                .collect(),
+            Network::Bluesky => self
+                .bluesky()
+                .records()
+                .into_iter()
+                .filter(|r| {
+                    r.value
+                        .get("text")
+                        .and_then(|t| t.as_str())
+                        .is_some_and(|t| t.contains(slug))
+                })
+                .map(|r| r.uri)
+                .collect(),
+        }
+    }
+
+    /// (create requests, posts) at `network`'s fake, over the whole test.
+    pub fn fake_totals(&self, network: Network) -> (u64, usize) {
+        match network {
+            Network::Linkedin => (
+                self.linkedin.create_requests(),
+                self.linkedin.posts_created(),
+            ),
+            Network::X => (self.x().create_requests(), self.x().posts_created()),
+            Network::Telegram => (
+                self.channel().send_photo_requests(),
+                self.channel().messages_posted(),
+            ),
+            Network::Mastodon => (
+                self.mastodon().create_requests(),
+                self.mastodon().statuses_created(),
+            ),
+            Network::Bluesky => (
+                self.bluesky().put_requests(),
+                usize::try_from(self.bluesky().posts_created()).unwrap_or(usize::MAX),
+            ),
+        }
+    }
+
     pub async fn start() -> Self {
         Self::with(Stores::Real, &[]).await
     }
