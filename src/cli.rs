@@ -56,9 +56,18 @@ enum Command {
         /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
         #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
         caption_for: Vec<String>,
+        /// Publish at this time instead of now: RFC 3339 with a zone
+        /// (2026-12-07T09:00:00+01:00); at most a year ahead. The sweeper posts it then.
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
         /// Print the outcome JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Scheduled drafts.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
     },
     /// Show the record, draft and claim of a key as stored now; with --all, every draft that
     /// waits for a person.
@@ -104,6 +113,15 @@ enum TelegramAction {
         /// The public https URL of the /telegram route.
         #[arg(long)]
         url: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ScheduleAction {
+    /// List every scheduled draft: when, and for which targets.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -154,6 +172,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             alt,
             targets,
             caption_for,
+            at,
             ..
         } => match post_request(
             &config,
@@ -165,6 +184,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             alt,
             targets,
             caption_for,
+            at,
         ) {
             Ok(req) => Some(req),
             Err(e) => return bad_input(e),
@@ -231,9 +251,11 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                     println!("{}", serde_json::to_string(&report).unwrap_or_default());
                 } else {
                     println!(
-                        "examined {} drafts; ran {}; needs review {}; told {}; not delivered {}; left for later {}; waiting for you {}",
+                        "examined {} drafts ({} due by schedule); ran {}; delayed by pacing {}; needs review {}; told {}; not delivered {}; left for later {}; waiting for you {}",
                         report.examined,
+                        report.due,
                         report.runs.len(),
+                        report.delayed.len(),
                         report.needs_review.len(),
                         report.reminded.len(),
                         report.undelivered.len(),
@@ -242,6 +264,9 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                     );
                     for o in &report.runs {
                         println!("  {} {}: {}", o.outcome.as_str(), o.key, o.detail);
+                    }
+                    for d in &report.delayed {
+                        println!("  delayed {} until {}: {}", d.key, d.until, d.reason);
                     }
                     print_waiting(&report.waiting);
                 }
@@ -252,6 +277,9 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                 4
             }
         },
+        Command::Schedule {
+            action: ScheduleAction::List { json },
+        } => schedule_list(&app, dl, json).await,
         Command::Doctor => {
             let checks = crate::doctor::doctor(&app).await;
             for c in &checks {
@@ -302,8 +330,19 @@ fn post_request(
     alt: &Option<String>,
     targets: &[String],
     caption_for: &[String],
+    at: &Option<String>,
 ) -> Result<PostRequest, String> {
     let key = PostKey::new(kind, slug).map_err(|e| e.to_string())?;
+    let publish_at = match at {
+        Some(raw) => Some(
+            crate::triggers::parse_publish_at(raw, crate::record::now_s(), "--at")
+                .map_err(|e| e.to_string())?,
+        ),
+        None => None,
+    };
+    if publish_at.is_some() && (caption.is_none() || image.is_none()) {
+        return Err("--at needs --caption and --image (the draft to schedule)".into());
+    }
     let mut networks = Vec::new();
     for name in targets {
         let n = Network::parse(name.trim()).ok_or_else(|| {
@@ -382,7 +421,70 @@ fn post_request(
         run_id: new_run_id(),
         reply_to: None,
         targets: networks,
+        publish_at,
     })
+}
+
+/// `postonce schedule list`: every scheduled target, soonest first, grouped by draft.
+async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
+    let drafts = match app.pipeline.scheduled(&dl).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("postonce: cannot list the scheduled drafts: {e}");
+            return 4;
+        }
+    };
+    // One entry per draft: its time and its targets.
+    let mut entries: Vec<(String, i64, Vec<String>, Option<String>)> = Vec::new();
+    for d in &drafts {
+        let Ok(key) = PostKey::parse(&d.key) else {
+            continue;
+        };
+        let at = d.due_at.or(d.publish_at).unwrap_or(0);
+        let note = d.last_error.clone();
+        match entries.iter_mut().find(|e| e.0 == key.draft()) {
+            Some(e) => {
+                e.1 = e.1.min(at);
+                e.2.push(key.network().as_str().to_owned());
+            }
+            None => entries.push((
+                key.draft(),
+                at,
+                vec![key.network().as_str().to_owned()],
+                note,
+            )),
+        }
+    }
+    entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    if json {
+        let list: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(key, at, targets, note)| {
+                json!({
+                    "key": key,
+                    "publish_at": crate::record::rfc3339(*at),
+                    "targets": targets,
+                    "note": note,
+                })
+            })
+            .collect();
+        println!("{}", json!({ "scheduled": list }));
+        return 0;
+    }
+    if entries.is_empty() {
+        println!("nothing is scheduled");
+    }
+    for (key, at, targets, note) in &entries {
+        println!(
+            "{}  {key}  → {}",
+            crate::record::rfc3339(*at),
+            targets.join(", ")
+        );
+        if let Some(n) = note {
+            println!("  {n}");
+        }
+    }
+    0
 }
 
 fn print_outcome(outcome: &Outcome, json: bool) {
@@ -537,15 +639,25 @@ fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline
         None => println!("  record: none (not posted)"),
     }
     match &status.snapshot.draft {
-        Some(d) => println!(
-            "  draft:  {} (attempts {}{})",
-            d.status.as_str(),
-            d.attempts,
-            d.last_error
-                .as_deref()
-                .map(|e| format!("; last error: {e}"))
-                .unwrap_or_default()
-        ),
+        Some(d) => {
+            let when = match d.status {
+                crate::record::DraftStatus::Scheduled => d
+                    .due_at
+                    .or(d.publish_at)
+                    .map(|at| format!(" for {}", crate::record::rfc3339(at)))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            println!(
+                "  draft:  {}{when} (attempts {}{})",
+                d.status.as_str(),
+                d.attempts,
+                d.last_error
+                    .as_deref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
         None => println!("  draft:  none"),
     }
     match &status.claim {

@@ -153,6 +153,43 @@ pub struct Config {
     pub reconcile_after: Duration,
     /// Sweeper: failed attempts before a draft is marked `needs_review`.
     pub max_attempts: u32,
+    /// Pacing: the least time between two posts to one network (`POSTONCE_MIN_GAP_S`, and
+    /// `POSTONCE_MIN_GAP_S_<NETWORK>` per network). Zero: no pacing.
+    pub min_gap: std::collections::BTreeMap<Network, Duration>,
+}
+
+/// The pacing variable of `network`.
+pub fn min_gap_var(network: Network) -> &'static str {
+    match network {
+        Network::Linkedin => "POSTONCE_MIN_GAP_S_LINKEDIN",
+        Network::X => "POSTONCE_MIN_GAP_S_X",
+        Network::Telegram => "POSTONCE_MIN_GAP_S_TELEGRAM",
+        Network::Mastodon => "POSTONCE_MIN_GAP_S_MASTODON",
+        Network::Bluesky => "POSTONCE_MIN_GAP_S_BLUESKY",
+    }
+}
+
+/// A gap in seconds (decimals allowed, `0.5`), at most a day.
+fn gap(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(raw) = get(var) else {
+        return Ok(None);
+    };
+    let secs: f64 = raw.trim().parse().map_err(|_| {
+        bad(
+            var,
+            format!("{raw:?} is not a number of seconds (e.g. 90 or 0.5)"),
+        )
+    })?;
+    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
+        return Err(bad(
+            var,
+            format!("{raw:?} must be between 0 and 86400 seconds"),
+        ));
+    }
+    Ok(Some(Duration::from_secs_f64(secs)))
 }
 
 /// Default quiet period before an ambiguous create may be reconciled. LinkedIn documents no
@@ -549,6 +586,11 @@ impl Config {
             ));
         }
         let reconcile_window = seconds(&get, "POSTONCE_RECONCILE_WINDOW_S", 3600)?;
+        let every = gap(&get, "POSTONCE_MIN_GAP_S")?.unwrap_or(Duration::ZERO);
+        let mut min_gap = std::collections::BTreeMap::new();
+        for n in Network::ALL {
+            min_gap.insert(n, gap(&get, min_gap_var(n))?.unwrap_or(every));
+        }
         let reconcile_after = seconds(
             &get,
             "POSTONCE_RECONCILE_AFTER_S",
@@ -646,6 +688,7 @@ impl Config {
             reconcile_window,
             reconcile_after,
             max_attempts,
+            min_gap,
         })
     }
 }

@@ -23,6 +23,10 @@ pub enum OutcomeKind {
     /// Several targets ended differently (DESIGN.md "Targets"): some are on their network,
     /// some are not.
     Partial,
+    /// Waits for its time (DESIGN.md "Scheduling"): stored, nothing sent, no claim taken.
+    Scheduled,
+    /// Cancelled by the owner: never posted unless sent again.
+    Cancelled,
 }
 
 impl OutcomeKind {
@@ -35,6 +39,8 @@ impl OutcomeKind {
             Self::Unknown => "unknown",
             Self::PostedNotRecorded => "posted_not_recorded",
             Self::Partial => "partial",
+            Self::Scheduled => "scheduled",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -51,6 +57,9 @@ pub struct TargetOutcome {
     pub detail: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// When a scheduled target goes (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish_at: Option<String>,
 }
 
 /// The outcome JSON: `{"key","outcome","urn","retryable","detail","targets"}`.
@@ -70,6 +79,9 @@ pub struct Outcome {
     /// own outcome before [`Outcome::combine`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub targets: Option<BTreeMap<Network, TargetOutcome>>,
+    /// When the draft goes (`scheduled`, or a target delayed by pacing): RFC 3339, UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish_at: Option<String>,
     /// The network this outcome is about (one target's run).
     #[serde(skip)]
     pub network: Network,
@@ -86,6 +98,10 @@ pub struct Outcome {
     /// HTTP 500, exit 2, no button (a retry cannot help until the setting is fixed).
     #[serde(skip)]
     pub misconfigured: bool,
+    /// Answered from state another run or trigger left (a record, a cancel, a time not yet
+    /// come): nothing changed, so a sweep's run of it is not news for the owner.
+    #[serde(skip)]
+    pub settled: bool,
 }
 
 /// A Telegram inline button: its label and its callback data (`<action>:<key>`, ≤ 64 bytes).
@@ -110,6 +126,8 @@ impl Outcome {
             dry_run: false,
             offer_force: false,
             misconfigured: false,
+            publish_at: None,
+            settled: false,
         }
     }
 
@@ -130,6 +148,7 @@ impl Outcome {
                         retryable: p.retryable,
                         detail: p.detail.clone(),
                         dry_run: p.dry_run,
+                        publish_at: p.publish_at.clone(),
                     },
                 )
             })
@@ -168,6 +187,8 @@ impl Outcome {
         combined.retryable = parts.iter().any(|p| p.retryable);
         combined.dry_run = parts.iter().all(|p| p.dry_run);
         combined.misconfigured = parts.iter().all(|p| p.misconfigured);
+        combined.settled = parts.iter().all(|p| p.settled);
+        combined.publish_at = parts.iter().find_map(|p| p.publish_at.clone());
         combined.targets = Some(entries);
         combined.parts = parts;
         combined
@@ -189,7 +210,8 @@ impl Outcome {
             return 500;
         }
         match self.outcome {
-            OutcomeKind::Posted | OutcomeKind::AlreadyPosted => 200,
+            OutcomeKind::Posted | OutcomeKind::AlreadyPosted | OutcomeKind::Cancelled => 200,
+            OutcomeKind::Scheduled => 202,
             OutcomeKind::BeingPosted => 409,
             OutcomeKind::Failed if self.retryable => 503,
             OutcomeKind::Failed => 422,
@@ -203,7 +225,10 @@ impl Outcome {
             return 2;
         }
         match self.outcome {
-            OutcomeKind::Posted | OutcomeKind::AlreadyPosted => 0,
+            OutcomeKind::Posted
+            | OutcomeKind::AlreadyPosted
+            | OutcomeKind::Scheduled
+            | OutcomeKind::Cancelled => 0,
             OutcomeKind::BeingPosted => 3,
             OutcomeKind::Failed if self.retryable => 4,
             OutcomeKind::Failed => 1,
@@ -225,13 +250,27 @@ impl Outcome {
 
     /// The buttons under the Telegram report: with several targets, each target's own, named.
     pub fn buttons(&self) -> Vec<Button> {
-        if self.parts.is_empty() {
-            return self.own_buttons(false);
+        let mut buttons = if self.parts.is_empty() {
+            self.own_buttons(false)
+        } else {
+            self.parts
+                .iter()
+                .flat_map(|p| p.own_buttons(true))
+                .collect()
+        };
+        // A schedule is the draft's, whatever its targets: Post now and Cancel act on all.
+        let scheduled = |o: &Outcome| o.outcome == OutcomeKind::Scheduled;
+        if scheduled(self) || self.parts.iter().any(scheduled) {
+            buttons.push(Button {
+                text: "Post now".into(),
+                data: format!("now:{}", self.key),
+            });
+            buttons.push(Button {
+                text: "Cancel".into(),
+                data: format!("cancel:{}", self.key),
+            });
         }
-        self.parts
-            .iter()
-            .flat_map(|p| p.own_buttons(true))
-            .collect()
+        buttons
     }
 
     /// This target's buttons. `named`: one of several targets, so every button names it.
@@ -259,7 +298,11 @@ impl Outcome {
             return vec![];
         }
         match self.outcome {
-            OutcomeKind::Posted | OutcomeKind::AlreadyPosted | OutcomeKind::Partial => vec![],
+            OutcomeKind::Posted
+            | OutcomeKind::AlreadyPosted
+            | OutcomeKind::Partial
+            | OutcomeKind::Scheduled
+            | OutcomeKind::Cancelled => vec![],
             OutcomeKind::Failed if self.offer_force => vec![b(
                 name("Post anyway", format!("Post anyway to {}", n.label())),
                 "force",
@@ -291,6 +334,11 @@ impl Outcome {
                 "⚠️ Posted, but the record could not be written".into()
             }
             OutcomeKind::Partial => "◐ Partly posted".into(),
+            OutcomeKind::Scheduled => match &self.publish_at {
+                Some(at) => format!("🕘 Scheduled for {at}"),
+                None => "🕘 Scheduled".into(),
+            },
+            OutcomeKind::Cancelled => "🚫 Cancelled".into(),
         }
     }
 
@@ -367,6 +415,14 @@ mod tests {
             (Failed, false, 422, 1, vec!["retry:blog-x"]),
             (Unknown, false, 202, 5, vec!["done:blog-x", "force:blog-x"]),
             (PostedNotRecorded, false, 202, 5, vec!["retry:blog-x"]),
+            (
+                Scheduled,
+                false,
+                202,
+                0,
+                vec!["now:blog-x", "cancel:blog-x"],
+            ),
+            (Cancelled, false, 200, 0, vec![]),
         ];
         for (kind, retryable, status, code, buttons) in table {
             let o = outcome(kind, retryable);

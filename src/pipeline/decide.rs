@@ -51,6 +51,7 @@ impl Lane {
         outcome.url = record.url.clone();
         outcome.dry_run =
             self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+        outcome.settled = true;
         outcome
     }
 
@@ -97,10 +98,16 @@ impl Lane {
             return (failed(key, true, why), Finish::Release);
         }
 
+        if req.action == Action::Cancel {
+            return self.cancel(key, dl, snapshot.draft.as_ref()).await;
+        }
         if req.action == Action::Done {
             return self
                 .confirm_by_owner(req, dl, snapshot.draft.as_ref(), progress)
                 .await;
+        }
+        if let Some(waits) = self.held_back(req, snapshot.draft.as_ref()) {
+            return (waits, Finish::Release);
         }
         let content = req
             .content
@@ -133,6 +140,11 @@ impl Lane {
             DraftStatus::Failed,
             DraftStatus::NeedsReview,
         ];
+        // A scheduled draft whose time has come (or Post now): taken from exactly that state,
+        // so a cancel that got in first wins.
+        if let Some(d) = draft.filter(|d| d.status == DraftStatus::Scheduled) {
+            intent_from.push(d.status);
+        }
         if dry_record && !self.adapter.is_dry_run() {
             intent_from.push(DraftStatus::Posted);
         }

@@ -118,10 +118,12 @@ impl Lane {
     ) -> (Outcome, Finish) {
         // Before this run's intent, an `unknown` draft belongs to another attempt (its result
         // is still open): it is never overwritten from here.
+        // A scheduled draft gets this far only once it is due (or Post now was pressed).
         let before_intent = [
             DraftStatus::New,
             DraftStatus::Failed,
             DraftStatus::NeedsReview,
+            DraftStatus::Scheduled,
         ];
         self.fail_from(
             key,

@@ -156,12 +156,28 @@ impl Lane {
                         .save_draft(key, content, req.source.as_str(), now_s()),
                 )
                 .await;
-            if let Some(e) = flatten(saved) {
-                return failed(
-                    key,
-                    true,
-                    format!("could not store the draft ({e}); nothing was posted"),
-                );
+            match flatten_value(saved) {
+                Err(e) => {
+                    return failed(
+                        key,
+                        true,
+                        format!("could not store the draft ({e}); nothing was posted"),
+                    );
+                }
+                // Sent again after a cancel, or again without a time while scheduled: an
+                // ordinary draft again, posted now (and retried by the sweeper if this run
+                // cannot finish).
+                Ok(Some(was @ (DraftStatus::Cancelled | DraftStatus::Scheduled))) => {
+                    self.note(
+                        key,
+                        dl,
+                        &DraftUpdate::Revive,
+                        &[was],
+                        "that it was sent again",
+                    )
+                    .await;
+                }
+                Ok(_) => {}
             }
         }
         if dl.remaining() >= self.settings.claim_ttl {

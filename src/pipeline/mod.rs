@@ -28,12 +28,14 @@ mod reconcile;
 mod record;
 mod repair;
 mod retry;
+mod schedule;
 mod sweep;
 mod targets;
 
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;
-pub use sweep::{SweepReport, Waiting};
+pub use schedule::PACING_MARGIN;
+pub use sweep::{Delayed, SweepReport, Waiting};
 pub use targets::TextError;
 
 use guard::{Finish, Progress, Stage};
@@ -59,8 +61,8 @@ use crate::publish::network::{
 };
 use crate::publish::{is_dry_run_urn, Publisher};
 use crate::record::{
-    now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord, PutPosted,
-    RecordStore, Snapshot,
+    now_ms, now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord,
+    PutPosted, RecordStore, Slot, Snapshot,
 };
 
 /// What the trigger asks for.
@@ -72,6 +74,10 @@ pub enum Action {
     Done,
     /// The owner says "post anyway" after an unknown (`force:<key>`).
     Force,
+    /// Post a scheduled draft without waiting for its time (`now:<key>`).
+    Now,
+    /// Cancel a scheduled draft (`cancel:<key>`).
+    Cancel,
 }
 
 /// Which trigger started the run (kept in the record, and decides report noise).
@@ -112,6 +118,9 @@ pub struct PostRequest {
     /// the draft's own — those named when it was sent, else `POSTONCE_TARGETS`; a run without
     /// content does every target the draft has state for.
     pub targets: Vec<Network>,
+    /// When the draft the trigger carried should go out (Unix seconds; `publish_at`,
+    /// `--at`). Still to come: it is scheduled, not posted. `None` or past: posted now.
+    pub publish_at: Option<i64>,
 }
 
 /// A fresh run id.
@@ -135,6 +144,8 @@ pub struct Settings {
     pub retry_base: Duration,
     /// Tries of a safe call inside one run.
     pub call_tries: u32,
+    /// Pacing: the least time between two posts to a network (absent or zero: none).
+    pub min_gap: BTreeMap<Network, Duration>,
 }
 
 impl Settings {
@@ -149,6 +160,7 @@ impl Settings {
             draft_expiry: Duration::from_secs(30 * 24 * 3600),
             retry_base: Duration::from_secs(60),
             call_tries: 3,
+            min_gap: c.min_gap.clone(),
         }
     }
 }

@@ -20,10 +20,23 @@ pub struct Waiting {
     pub since: i64,
 }
 
+/// A due draft that pacing holds back to a later sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delayed {
+    pub key: String,
+    /// When its network's next slot opens (RFC 3339, UTC).
+    pub until: String,
+    pub reason: String,
+}
+
 /// What a sweep did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SweepReport {
     pub examined: usize,
+    /// Scheduled drafts whose time had come, run by this sweep.
+    pub due: usize,
+    /// Due, but held back by pacing (`POSTONCE_MIN_GAP_S`): a later sweep posts them.
+    pub delayed: Vec<Delayed>,
     pub runs: Vec<Outcome>,
     /// Marked `needs_review` by this sweep.
     pub needs_review: Vec<String>,
@@ -43,6 +56,15 @@ const OPEN: [DraftStatus; 4] = [
     DraftStatus::Failed,
     DraftStatus::Unknown,
     DraftStatus::NeedsReview,
+];
+
+/// The statuses a sweep looks at: the open ones and the scheduled ones.
+const SWEPT: [DraftStatus; 5] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::Unknown,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
 ];
 
 impl Pipeline {
@@ -113,10 +135,15 @@ impl Pipeline {
             })
     }
 
-    /// Every target's state that is not done, with its lane. Each store is listed once (the
-    /// real targets share one, the dry-run ones another); a target's state counts only in its
-    /// own lane's store.
-    async fn open_drafts(&self, dl: &Deadline) -> Result<Vec<(Arc<Lane>, Draft)>, String> {
+    /// Every target's state in one of `statuses` that is due by `before`, with its lane, oldest
+    /// due first, through the due index. Each store is listed once (the real targets share
+    /// one, the dry-run ones another); a target's state counts only in its own lane's store.
+    async fn due_drafts(
+        &self,
+        dl: &Deadline,
+        statuses: &[DraftStatus],
+        before: i64,
+    ) -> Result<Vec<(Arc<Lane>, Draft)>, String> {
         let t = self.settings.timeouts;
         let mut stores: Vec<Arc<dyn RecordStore>> = Vec::new();
         for lane in self.lanes.values() {
@@ -126,7 +153,10 @@ impl Pipeline {
         }
         let mut open = Vec::new();
         for store in stores {
-            let drafts = flatten_value(dl.work(t.dynamodb, store.drafts_with_status(&OPEN)).await)?;
+            let drafts = flatten_value(
+                dl.work(t.dynamodb, store.due_drafts(statuses, before))
+                    .await,
+            )?;
             for draft in drafts {
                 let Ok(key) = PostKey::parse(&draft.key) else {
                     tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");
@@ -140,6 +170,7 @@ impl Pipeline {
                 }
             }
         }
+        open.sort_by(|(_, a), (_, b)| (a.due_at, &a.key).cmp(&(b.due_at, &b.key)));
         Ok(open)
     }
 
@@ -148,8 +179,19 @@ impl Pipeline {
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
-        let drafts = self.open_drafts(dl).await?;
+        let drafts = self.due_drafts(dl, &OPEN, i64::MAX).await?;
         Ok(self.waiting_in(&drafts, now_s()))
+    }
+
+    /// Every scheduled target (`postonce schedule list`), soonest first.
+    ///
+    /// # Errors
+    /// When the drafts cannot be listed.
+    pub async fn scheduled(&self, dl: &Deadline) -> Result<Vec<Draft>, String> {
+        let drafts = self
+            .due_drafts(dl, &[DraftStatus::Scheduled], i64::MAX)
+            .await?;
+        Ok(drafts.into_iter().map(|(_, d)| d).collect())
     }
 
     /// The drafts among `drafts` that wait for a person at `now`, oldest first.
@@ -171,8 +213,12 @@ impl Pipeline {
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
-        let drafts = self.open_drafts(dl).await?;
         let now = now_s();
+        let drafts = self.due_drafts(dl, &SWEPT, now).await?;
+        // Pacing: when each network's next slot opens, as far as this sweep knows (read when
+        // needed, forgotten after each run of that network).
+        let mut slot_opens: BTreeMap<Network, i64> = BTreeMap::new();
+        let mut newly_delayed: Vec<(Arc<Lane>, PostKey, Draft, Delayed)> = Vec::new();
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         // A `new` draft untouched for a claim TTL has no live run: its trigger died.
         let stale = secs(self.settings.claim_ttl);
@@ -190,6 +236,8 @@ impl Pipeline {
                     draft.next_retry_at.is_none_or(|at| at <= now)
                 }
                 DraftStatus::New => now - draft.updated_at > stale,
+                // Listed because its time (or its pacing delay) has come.
+                DraftStatus::Scheduled => true,
                 // Only the owner can settle it (the network offers no way to check).
                 DraftStatus::Unknown if !draft.retryable => false,
                 DraftStatus::Unknown => {
@@ -243,6 +291,16 @@ impl Pipeline {
                 report.left_for_later += 1;
                 continue;
             }
+            if let Some(delayed) = self.paced(lane, &key, dl, &mut slot_opens).await {
+                if !draft.reminded {
+                    newly_delayed.push((lane.clone(), key.clone(), draft.clone(), delayed.clone()));
+                }
+                report.delayed.push(delayed);
+                continue;
+            }
+            if draft.status == DraftStatus::Scheduled {
+                report.due += 1;
+            }
             let request = PostRequest {
                 key: key.base(),
                 content: None,
@@ -251,14 +309,24 @@ impl Pipeline {
                 run_id: new_run_id(),
                 reply_to: None,
                 targets: vec![key.network()],
+                publish_at: None,
             };
             report.runs.push(self.run(request, *dl).await);
+            slot_opens.remove(&lane.network);
+        }
+        for (lane, key, draft, delayed) in newly_delayed {
+            self.tell_delayed(&lane, &key, &draft, &delayed, dl, &mut report)
+                .await;
         }
         // What still waits for a person after this sweep. A sweep that changed nothing (the
         // usual one) answers from its own listing; one that ran or marked drafts lists again.
         let changed = !report.runs.is_empty()
             || !report.needs_review.is_empty()
             || !report.reminded.is_empty();
+        let drafts: Vec<(Arc<Lane>, Draft)> = drafts
+            .into_iter()
+            .filter(|(_, d)| d.status != DraftStatus::Scheduled)
+            .collect();
         if !changed {
             report.waiting = self.waiting_in(&drafts, now);
         } else {
@@ -270,6 +338,89 @@ impl Pipeline {
             }
         }
         Ok(report)
+    }
+
+    /// Whether pacing holds `key` back now: its network's next slot opens later. The slot's
+    /// time is read once and remembered until this sweep runs that network again; the run
+    /// itself takes the slot in one conditional write, so two sweeps cannot both post "the
+    /// next one".
+    async fn paced(
+        &self,
+        lane: &Lane,
+        key: &PostKey,
+        dl: &Deadline,
+        slot_opens: &mut BTreeMap<Network, i64>,
+    ) -> Option<Delayed> {
+        let gap = lane
+            .settings
+            .min_gap
+            .get(&lane.network)
+            .copied()
+            .unwrap_or(Duration::ZERO);
+        if gap.is_zero() {
+            return None;
+        }
+        let interval = i64::try_from((gap + PACING_MARGIN).as_millis()).unwrap_or(i64::MAX);
+        let opens = match slot_opens.get(&lane.network) {
+            Some(at) => *at,
+            None => {
+                let t = self.settings.timeouts;
+                let last = dl
+                    .work(t.dynamodb, lane.records.last_slot(lane.network.as_str()))
+                    .await;
+                // Unknown: let the run decide (it takes the slot or delays the draft).
+                let at = flatten_value(last)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |l| l + interval);
+                slot_opens.insert(lane.network, at);
+                at
+            }
+        };
+        (opens > now_ms()).then(|| {
+            let until = (opens + 999) / 1000;
+            Delayed {
+                key: key.to_string(),
+                until: crate::record::rfc3339(until),
+                reason: format!(
+                    "{} keeps posts to {} {}s apart; a later sweep posts it",
+                    crate::config::min_gap_var(lane.network),
+                    lane.network.label(),
+                    gap.as_secs_f64()
+                ),
+            }
+        })
+    }
+
+    /// Tells the owner, once, that a due draft waits for its network's next slot.
+    async fn tell_delayed(
+        &self,
+        lane: &Lane,
+        key: &PostKey,
+        draft: &Draft,
+        delayed: &Delayed,
+        dl: &Deadline,
+        report: &mut SweepReport,
+    ) {
+        let mut outcome = Outcome::new(key, OutcomeKind::Scheduled, delayed.reason.clone());
+        outcome.publish_at = Some(delayed.until.clone());
+        let text = format!(
+            "{key} is due but delayed until {}: {}.",
+            delayed.until, delayed.reason
+        );
+        if !self.tell(&text, &outcome, dl).await {
+            report.undelivered.push(key.to_string());
+            return;
+        }
+        report.reminded.push(key.to_string());
+        lane.note(
+            key,
+            dl,
+            &DraftUpdate::Reminded,
+            &[draft.status],
+            "that the owner was told of the delay",
+        )
+        .await;
     }
 
     /// Tells the owner about a draft that waits for a person and has not been told yet; marks

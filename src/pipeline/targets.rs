@@ -29,7 +29,7 @@ struct Plan {
 
 impl PostRequest {
     /// This request for one target: its per-target key, and the content that target posts.
-    fn for_target(&self, network: Network) -> PostRequest {
+    pub(super) fn for_target(&self, network: Network) -> PostRequest {
         PostRequest {
             key: self.key.on(network),
             content: self.content.as_ref().map(|c| c.for_target(network)),
@@ -38,6 +38,7 @@ impl PostRequest {
             run_id: self.run_id.clone(),
             reply_to: self.reply_to,
             targets: vec![network],
+            publish_at: self.publish_at,
         }
     }
 }
@@ -190,6 +191,11 @@ impl Pipeline {
     pub async fn run(&self, req: PostRequest, dl: Deadline) -> Outcome {
         let base = req.key.base();
         let req = PostRequest { key: base, ..req };
+        if let (Some(_), Some(at)) = (&req.content, req.publish_at) {
+            if at > now_s() {
+                return self.schedule(&req, at, &dl).await;
+            }
+        }
         let Plan {
             selected,
             all,
@@ -238,12 +244,15 @@ impl Pipeline {
         parts.sort_by_key(|p| p.network);
         // The sweeper's own "another run is posting" is noise: the run holding the claim
         // reports. Every trigger's outcome is reported, as the outcomes table says.
+        // Nor is a target the sweep found settled already (recorded by another run, cancelled,
+        // its time not yet come): nothing changed.
+        // (A sweep runs one target at a time: the one it names.)
         let quiet = req.source == Source::Sweep
-            && !selected.is_empty()
+            && parts.iter().any(|p| req.targets.contains(&p.network))
             && parts
                 .iter()
-                .filter(|p| selected.contains(&p.network))
-                .all(|p| p.outcome == OutcomeKind::BeingPosted);
+                .filter(|p| req.targets.contains(&p.network))
+                .all(|p| p.outcome == OutcomeKind::BeingPosted || p.settled);
         let outcome = Outcome::combine(&req.key, parts);
         tracing::info!(outcome = outcome.outcome.as_str(), retryable = outcome.retryable, detail = %outcome.detail, "run ended");
         if !quiet {
@@ -256,7 +265,7 @@ impl Pipeline {
 impl Lane {
     /// Where a target this run did not touch stands, from its stored state (the report shows
     /// every target of the draft).
-    async fn as_it_stands(&self, key: &PostKey, dl: &Deadline) -> Outcome {
+    pub(super) async fn as_it_stands(&self, key: &PostKey, dl: &Deadline) -> Outcome {
         let t = self.settings.timeouts;
         let mut outcome =
             match flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await) {
@@ -294,6 +303,19 @@ impl Lane {
                         DraftStatus::Posted => {
                             Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded")
                         }
+                        DraftStatus::Scheduled => {
+                            let at = d.due_at.or(d.publish_at).unwrap_or(0);
+                            let why = d
+                                .last_error
+                                .clone()
+                                .unwrap_or_else(|| "waits for its time".into());
+                            schedule::scheduled_outcome(key, at, why)
+                        }
+                        DraftStatus::Cancelled => Outcome::new(
+                            key,
+                            OutcomeKind::Cancelled,
+                            "cancelled; it is posted only if it is sent again",
+                        ),
                     }
                 }
             };

@@ -4,6 +4,11 @@
 //! content and its state. All mapping between items and [`PostedRecord`] / [`Draft`] lives here.
 //! The record write and the draft's `posted` mark go in one `TransactWriteItems`, so the happy
 //! path costs one write and the draft never disagrees with the record.
+//!
+//! The due index (DESIGN.md "Scheduling") is a sparse global secondary index, [`DUE_INDEX`]:
+//! partition `queue` (the namespace and the status, e.g. `scheduled` or `dryrun:failed`), sort
+//! `due_at` (Unix seconds). Every open draft carries both; a draft that is done (posted,
+//! cancelled) carries neither, so the sweeper queries what is due and never scans the table.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,16 +24,20 @@ use aws_sdk_dynamodb::config::{
 };
 use aws_sdk_dynamodb::error::{BoxError, DisplayErrorContext};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
-    Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
-    TimeToLiveStatus, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, CreateGlobalSecondaryIndexAction,
+    GlobalSecondaryIndex, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, KeysAndAttributes,
+    Projection, ProjectionType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    caption_name, draft_name, record_name, Draft, DraftContent, DraftStatus, DraftUpdate,
-    PendingPost, PostedRecord, PutPosted, RecordStore, Snapshot, StoreError,
+    caption_name, draft_name, pace_name, record_name, Draft, DraftContent, DraftStatus,
+    DraftUpdate, PendingPost, PostedRecord, PutPosted, RecordStore, Slot, Snapshot, StoreError,
 };
+
+/// The due index's name.
+pub const DUE_INDEX: &str = "due";
 use crate::config::Config;
 use crate::key::PostKey;
 
@@ -172,6 +181,8 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
         created_at: get_n(item, "created_at").unwrap_or(0),
         updated_at: get_n(item, "updated_at").unwrap_or(0),
         expires_at: get_n(item, "expires_at"),
+        publish_at: get_n(item, "publish_at"),
+        due_at: get_n(item, "due_at"),
         key,
     })
 }
@@ -233,6 +244,17 @@ impl Expr {
         self
     }
 
+    /// Sets the status and, with it, the due index's partition (`queue`).
+    fn status(&mut self, ns: &str, status: DraftStatus) -> &mut Self {
+        self.set("status", s(status.as_str()))
+            .set("queue", s(format!("{ns}{}", status.as_str())))
+    }
+
+    /// Takes the draft out of the due index (it is done).
+    fn unindex(&mut self) -> &mut Self {
+        self.remove("queue").remove("due_at")
+    }
+
     /// Removes the kept create-post request (the attempt is settled).
     fn clear_pending(&mut self) -> &mut Self {
         for attr in [
@@ -279,6 +301,7 @@ fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr
     let mut e = Expr::default();
     e.set("key", s(&record.key))
         .set("status", s(DraftStatus::Posted.as_str()))
+        .unindex()
         .set("updated_at", n(now))
         .set("expires_at", n(expires_at))
         .set_if_absent("created_at", n(now))
@@ -288,16 +311,25 @@ fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr
     e
 }
 
-fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
+fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
     if let DraftUpdate::IfAttempt { update, .. } = update {
-        return draft_update(update, now);
+        return draft_update(ns, update, now);
     }
     let mut e = Expr::default();
     e.set("updated_at", n(now));
+    match update.due_at(now) {
+        Some(Some(at)) => {
+            e.set("due_at", n(at));
+        }
+        Some(None) => {
+            e.unindex();
+        }
+        None => {}
+    }
     match update {
         DraftUpdate::IfAttempt { .. } => {}
         DraftUpdate::Intent(p) => {
-            e.set("status", s(DraftStatus::Unknown.as_str()))
+            e.status(ns, DraftStatus::Unknown)
                 .set("pending_commentary", s(&p.commentary))
                 .set("pending_image_urn", s(&p.image_urn))
                 .set_opt("pending_alt", p.alt.as_ref().map(s))
@@ -320,7 +352,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
             retryable,
             next_retry_at,
         } => {
-            e.set("status", s(DraftStatus::Failed.as_str()))
+            e.status(ns, DraftStatus::Failed)
                 .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
                 .set("last_error", s(error))
@@ -329,7 +361,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .clear_pending();
         }
         DraftUpdate::Ambiguous { error, ask_owner } => {
-            e.set("status", s(DraftStatus::Unknown.as_str()))
+            e.status(ns, DraftStatus::Unknown)
                 .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
                 .set("last_error", s(error))
@@ -339,7 +371,7 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
             e.set("pending_last_at", n(*at)).set("pending_run", s(run));
         }
         DraftUpdate::NeedsReview { error } => {
-            e.set("status", s(DraftStatus::NeedsReview.as_str()))
+            e.status(ns, DraftStatus::NeedsReview)
                 .set("last_error", s(error))
                 .set("reminded", AttributeValue::Bool(false))
                 .remove("next_retry_at");
@@ -353,8 +385,80 @@ fn draft_update(update: &DraftUpdate, now: i64) -> Expr {
                 .remove("next_retry_at")
                 .clear_pending();
         }
+        DraftUpdate::Schedule { at } => {
+            e.status(ns, DraftStatus::Scheduled)
+                .set("publish_at", n(*at))
+                .set("reminded", AttributeValue::Bool(false))
+                .set("retryable", AttributeValue::Bool(true))
+                .remove("last_error")
+                .remove("next_retry_at")
+                .clear_pending();
+        }
+        DraftUpdate::Defer { reason, .. } => {
+            e.status(ns, DraftStatus::Scheduled)
+                .set("last_error", s(reason))
+                .set("retryable", AttributeValue::Bool(true))
+                .clear_pending();
+        }
+        DraftUpdate::Revive => {
+            e.status(ns, DraftStatus::New)
+                .remove("publish_at")
+                .set("reminded", AttributeValue::Bool(false))
+                .set("retryable", AttributeValue::Bool(true));
+        }
+        DraftUpdate::Cancel => {
+            e.set("status", s(DraftStatus::Cancelled.as_str()))
+                .remove("next_retry_at")
+                .clear_pending();
+        }
     }
     e
+}
+
+fn due_index_keys() -> Result<Vec<KeySchemaElement>, StoreError> {
+    Ok(vec![
+        KeySchemaElement::builder()
+            .attribute_name("queue")
+            .key_type(KeyType::Hash)
+            .build()
+            .map_err(|e| sdk_err("due index", e))?,
+        KeySchemaElement::builder()
+            .attribute_name("due_at")
+            .key_type(KeyType::Range)
+            .build()
+            .map_err(|e| sdk_err("due index", e))?,
+    ])
+}
+
+/// Every attribute the table's keys use: `pk`, and the due index's `queue` and `due_at`.
+fn due_index_attributes() -> Result<Vec<AttributeDefinition>, StoreError> {
+    [
+        ("pk", ScalarAttributeType::S),
+        ("queue", ScalarAttributeType::S),
+        ("due_at", ScalarAttributeType::N),
+    ]
+    .into_iter()
+    .map(|(name, kind)| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(kind)
+            .build()
+            .map_err(|e| sdk_err("attribute definition", e))
+    })
+    .collect()
+}
+
+fn due_index() -> Result<GlobalSecondaryIndex, StoreError> {
+    GlobalSecondaryIndex::builder()
+        .index_name(DUE_INDEX)
+        .set_key_schema(Some(due_index_keys()?))
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(|e| sdk_err("due index", e))
 }
 
 impl DynamoStore {
@@ -411,8 +515,9 @@ impl DynamoStore {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Creates the table (`pk` S, pay per request) and turns TTL on for `expires_at`.
-    /// An existing table is left as it is. Returns what was done.
+    /// Creates the table (`pk` S, pay per request, the due index) and turns TTL on for
+    /// `expires_at`. An existing table keeps its items; one without the due index gets it.
+    /// Returns what was done.
     ///
     /// # Errors
     /// When DynamoDB refuses or cannot be reached.
@@ -421,13 +526,6 @@ impl DynamoStore {
             .client
             .create_table()
             .table_name(&self.table)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("pk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(|e| sdk_err("create_table", e))?,
-            )
             .key_schema(
                 KeySchemaElement::builder()
                     .attribute_name("pk")
@@ -435,16 +533,20 @@ impl DynamoStore {
                     .build()
                     .map_err(|e| sdk_err("create_table", e))?,
             )
+            .set_attribute_definitions(Some(due_index_attributes()?))
+            .global_secondary_indexes(due_index()?)
             .billing_mode(BillingMode::PayPerRequest)
             .send()
             .await;
         let mut said = match created {
-            Ok(_) => format!("created table {}", self.table),
+            Ok(_) => format!("created table {} with the due index", self.table),
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|se| se.is_resource_in_use_exception()) =>
             {
-                format!("table {} already exists", self.table)
+                let mut said = format!("table {} already exists", self.table);
+                said.push_str(&self.ensure_due_index().await?);
+                said
             }
             Err(e) => return Err(sdk_err("CreateTable", e)),
         };
@@ -475,6 +577,93 @@ impl DynamoStore {
         Ok(said)
     }
 
+    /// Whether the table has the due index.
+    async fn has_due_index(&self) -> Result<bool, StoreError> {
+        let table = self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+            .map_err(|e| sdk_err(&format!("DescribeTable {}", self.table), e))?;
+        Ok(table.table().is_some_and(|t| {
+            t.global_secondary_indexes()
+                .iter()
+                .any(|i| i.index_name() == Some(DUE_INDEX))
+        }))
+    }
+
+    /// Adds the due index to a table an older version created, and indexes the open drafts
+    /// that table already holds (one scan, once), so the sweeper still finds them.
+    async fn ensure_due_index(&self) -> Result<String, StoreError> {
+        if self.has_due_index().await? {
+            return Ok("; due index present".into());
+        }
+        let index = CreateGlobalSecondaryIndexAction::builder()
+            .index_name(DUE_INDEX)
+            .set_key_schema(Some(due_index_keys()?))
+            .projection(
+                Projection::builder()
+                    .projection_type(ProjectionType::All)
+                    .build(),
+            )
+            .build()
+            .map_err(|e| sdk_err("UpdateTable", e))?;
+        self.client
+            .update_table()
+            .table_name(&self.table)
+            .set_attribute_definitions(Some(due_index_attributes()?))
+            .global_secondary_index_updates(
+                GlobalSecondaryIndexUpdate::builder().create(index).build(),
+            )
+            .send()
+            .await
+            .map_err(|e| sdk_err("UpdateTable (add the due index)", e))?;
+        let mut indexed = 0;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("begins_with(pk, :d) AND attribute_not_exists(due_at)")
+                .expression_attribute_values(":d", s(format!("{}draft:", self.ns)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_err("Scan (index the open drafts)", e))?;
+            for item in out.items() {
+                let d = draft_from_item(item)?;
+                if matches!(d.status, DraftStatus::Posted | DraftStatus::Cancelled) {
+                    continue;
+                }
+                let Some(pk) = item.get("pk").cloned() else {
+                    continue;
+                };
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("pk", pk)
+                    .update_expression("SET #q = :q, due_at = :d")
+                    .expression_attribute_names("#q", "queue")
+                    .expression_attribute_values(
+                        ":q",
+                        s(format!("{}{}", self.ns, d.status.as_str())),
+                    )
+                    .expression_attribute_values(":d", n(d.next_retry_at.unwrap_or(d.updated_at)))
+                    .send()
+                    .await
+                    .map_err(|e| sdk_err("UpdateItem (index a draft)", e))?;
+                indexed += 1;
+            }
+            match out.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        Ok(format!("; due index added ({indexed} open drafts indexed)"))
+    }
+
     async fn get_record_consistent(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
         let out = self
             .client
@@ -497,7 +686,7 @@ impl RecordStore for DynamoStore {
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<DraftStatus>, StoreError> {
         let mut e = Expr::default();
         e.set("key", s(key.to_string()))
             .set("caption", s(&content.caption))
@@ -506,21 +695,31 @@ impl RecordStore for DynamoStore {
             .set_opt("alt", content.alt.as_ref().map(s))
             .set("updated_at", n(now))
             .set_if_absent("status", s(DraftStatus::New.as_str()))
+            .set_if_absent(
+                "queue",
+                s(format!("{}{}", self.ns, DraftStatus::New.as_str())),
+            )
+            .set_if_absent("due_at", n(now))
             .set_if_absent("attempts", n(0))
             .set_if_absent("retryable", AttributeValue::Bool(true))
             .set_if_absent("created_at", n(now))
             .set_if_absent("source", s(source));
-        self.client
+        let out = self
+            .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(draft_name(key))))
             .update_expression(e.expression())
             .set_expression_attribute_names(Some(e.names))
             .set_expression_attribute_values(Some(e.values))
+            .return_values(ReturnValue::AllOld)
             .send()
             .await
             .map_err(|e| sdk_err("UpdateItem (draft)", e))?;
-        Ok(())
+        Ok(out
+            .attributes()
+            .and_then(|a| get_s(a, "status"))
+            .and_then(|st| DraftStatus::parse(&st)))
     }
 
     async fn load(
@@ -674,7 +873,7 @@ impl RecordStore for DynamoStore {
         from: &[DraftStatus],
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut e = draft_update(update, now);
+        let mut e = draft_update(self.ns, update, now);
         let mut condition = e.condition(from);
         if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } =
             update
@@ -706,38 +905,87 @@ impl RecordStore for DynamoStore {
         }
     }
 
-    async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
-        let mut e = Expr::default();
-        let prefix = e.value(s(format!("{}draft:", self.ns)));
-        let st = e.name("status");
-        let vals: Vec<String> = statuses.iter().map(|f| e.value(s(f.as_str()))).collect();
-        let filter = format!(
-            "begins_with(pk, {prefix}) AND {st} IN ({})",
-            vals.join(", ")
-        );
+    async fn due_drafts(
+        &self,
+        statuses: &[DraftStatus],
+        before: i64,
+    ) -> Result<Vec<Draft>, StoreError> {
         let mut drafts = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression(&filter)
-                .set_expression_attribute_names(Some(e.names.clone()))
-                .set_expression_attribute_values(Some(e.values.clone()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_err("Scan", e))?;
-            for item in out.items() {
-                drafts.push(draft_from_item(item)?);
-            }
-            match out.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => return Ok(drafts),
+        for status in statuses {
+            let mut start: Option<Item> = None;
+            loop {
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(DUE_INDEX)
+                    .key_condition_expression("#q = :q AND #d <= :b")
+                    .expression_attribute_names("#q", "queue")
+                    .expression_attribute_names("#d", "due_at")
+                    .expression_attribute_values(":q", s(format!("{}{}", self.ns, status.as_str())))
+                    .expression_attribute_values(":b", n(before))
+                    .set_exclusive_start_key(start.take())
+                    .send()
+                    .await
+                    .map_err(|e| sdk_err(&format!("Query (index {DUE_INDEX})"), e))?;
+                for item in out.items() {
+                    let draft = draft_from_item(item)?;
+                    // The index lags writes a little: the item's own status is what counts.
+                    if draft.status == *status {
+                        drafts.push(draft);
+                    }
+                }
+                match out.last_evaluated_key() {
+                    Some(k) if !k.is_empty() => start = Some(k.clone()),
+                    _ => break,
+                }
             }
         }
+        drafts.sort_by(|a, b| (a.due_at, &a.key).cmp(&(b.due_at, &b.key)));
+        Ok(drafts)
+    }
+
+    async fn take_slot(
+        &self,
+        network: &str,
+        interval_ms: i64,
+        now_ms: i64,
+    ) -> Result<Slot, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(pace_name(network))))
+            .update_expression("SET last_ms = :now")
+            .condition_expression("attribute_not_exists(last_ms) OR last_ms <= :cut")
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":cut", n(now_ms.saturating_sub(interval_ms)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Slot::Taken),
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    let last_ms = c.item().and_then(|i| get_n(i, "last_ms")).unwrap_or(now_ms);
+                    Ok(Slot::Busy { last_ms })
+                }
+                _ => Err(sdk_err("UpdateItem (pace)", err)),
+            },
+        }
+    }
+
+    async fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(pace_name(network))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_err("GetItem (pace)", e))?;
+        Ok(out.item().and_then(|i| get_n(i, "last_ms")))
     }
 
     async fn check(&self) -> Result<String, StoreError> {
@@ -763,6 +1011,16 @@ impl RecordStore for DynamoStore {
                 self.table
             )));
         }
+        if !desc
+            .global_secondary_indexes()
+            .iter()
+            .any(|i| i.index_name() == Some(DUE_INDEX))
+        {
+            return Err(StoreError(format!(
+                "table {} has no index {DUE_INDEX} (queue S, due_at N), which the sweeper reads: run postonce table create against it, or deploy the template, to add it",
+                self.table
+            )));
+        }
         let ttl = self
             .client
             .describe_time_to_live()
@@ -784,7 +1042,7 @@ impl RecordStore for DynamoStore {
             )));
         }
         Ok(format!(
-            "table {}: key pk (S), TTL on expires_at",
+            "table {}: key pk (S), index {DUE_INDEX}, TTL on expires_at",
             self.table
         ))
     }

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Draft, DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore, Snapshot,
-    StoreError,
+    Draft, DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore, Slot,
+    Snapshot, StoreError,
 };
 use crate::key::PostKey;
 
@@ -138,7 +138,9 @@ impl LocalStore {
     /// When the folders cannot be created or locked.
     pub fn open(data_dir: impl AsRef<Path>, dry_run: bool) -> Result<Self, StoreError> {
         let dir = Self::folder(data_dir.as_ref(), dry_run);
-        for sub in ["posted", "drafts", "captions", "tmp"] {
+        // A folder an older version wrote has drafts but no due index yet: built once, below.
+        let unindexed = dir.join("drafts").is_dir() && !dir.join("due").is_dir();
+        for sub in ["posted", "drafts", "captions", "due", "pace", "tmp"] {
             let path = dir.join(sub);
             ensure_dir(&path).map_err(|e| io("cannot create", &path, e))?;
         }
@@ -147,6 +149,9 @@ impl LocalStore {
             real: !dry_run,
         };
         folder.clear_temp()?;
+        if unindexed {
+            folder.index_existing()?;
+        }
         Ok(Self {
             inner: Arc::new(folder),
         })
@@ -202,6 +207,32 @@ impl Folder {
         Ok(())
     }
 
+    /// Gives every open draft an older version wrote its due-index entry (once, when the
+    /// index folder is first made), so the sweeper still finds them.
+    fn index_existing(&self) -> Result<(), StoreError> {
+        let _lock = self.lock(true)?;
+        let dir = self.dir.join("drafts");
+        let entries = std::fs::read_dir(&dir).map_err(|e| io("cannot list", &dir, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| io("cannot list", &dir, e))?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let Some(old) = Self::read_json::<Draft>(&path)? else {
+                continue;
+            };
+            if old.due_at.is_some()
+                || matches!(old.status, DraftStatus::Posted | DraftStatus::Cancelled)
+            {
+                continue;
+            }
+            let mut draft = old.clone();
+            draft.due_at = Some(old.next_retry_at.unwrap_or(old.updated_at));
+            self.write_draft(Some(&old), &draft)?;
+        }
+        Ok(())
+    }
+
     fn record_path(&self, key: &str) -> PathBuf {
         self.dir.join("posted").join(format!("{key}.json"))
     }
@@ -232,9 +263,42 @@ impl Folder {
             .map_err(|e| io("cannot replace", path, e))
     }
 
-    fn write_draft(&self, draft: &Draft) -> Result<(), StoreError> {
+    /// The due index's entry of a draft (an empty file named by status, due time and key, so
+    /// listing the folder finds what is due without opening every draft), if it has one.
+    fn due_entry(&self, draft: &Draft) -> Option<PathBuf> {
+        draft.due_at.map(|at| {
+            self.dir.join("due").join(format!(
+                "{}.{:020}.{}",
+                draft.status.as_str(),
+                at.max(0),
+                draft.key
+            ))
+        })
+    }
+
+    /// Writes `draft` (replacing `old`, if it existed) and keeps the due index in step: the
+    /// draft first, then its entry, so a crash between the two leaves at worst an entry that
+    /// names a draft no longer due (the sweeper reads the draft and skips it) or a missing
+    /// entry for a draft whose status did not change.
+    fn write_draft(&self, old: Option<&Draft>, draft: &Draft) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec_pretty(draft).map_err(|e| StoreError(e.to_string()))?;
-        self.replace(&self.draft_path(&draft.key), &bytes)
+        self.replace(&self.draft_path(&draft.key), &bytes)?;
+        let (before, after) = (old.and_then(|d| self.due_entry(d)), self.due_entry(draft));
+        if before == after {
+            return Ok(());
+        }
+        if let Some(path) = &after {
+            File::create(path).map_err(|e| io("cannot create", path, e))?;
+        }
+        if let Some(path) = &before {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("cannot remove", path, e)),
+            }
+        }
+        let due = self.dir.join("due");
+        sync_dir(&due).map_err(|e| io("cannot sync", &due, e))
     }
 
     fn save_draft(
@@ -243,26 +307,16 @@ impl Folder {
         content: DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<DraftStatus>, StoreError> {
         let _lock = self.lock(true)?;
-        let mut draft = Self::read_json::<Draft>(&self.draft_path(key))?.unwrap_or_else(|| Draft {
-            key: key.to_owned(),
-            content: None,
-            status: DraftStatus::New,
-            attempts: 0,
-            last_error: None,
-            retryable: true,
-            next_retry_at: None,
-            pending: None,
-            reminded: false,
-            source: Some(source.to_owned()),
-            created_at: now,
-            updated_at: now,
-            expires_at: None,
-        });
+        let old = Self::read_json::<Draft>(&self.draft_path(key))?;
+        let mut draft = old
+            .clone()
+            .unwrap_or_else(|| Draft::empty(key, DraftStatus::New, Some(source), now));
         draft.content = Some(content);
         draft.updated_at = now;
-        self.write_draft(&draft)
+        self.write_draft(old.as_ref(), &draft)?;
+        Ok(old.map(|d| d.status))
     }
 
     /// The caller holds the lock (shared is enough).
@@ -332,28 +386,17 @@ impl Folder {
             let entry = serde_json::json!({"key": record.key, "urn": record.urn});
             self.replace(&self.caption_path(h), entry.to_string().as_bytes())?;
         }
-        let mut draft =
-            Self::read_json::<Draft>(&self.draft_path(&record.key))?.unwrap_or_else(|| Draft {
-                key: record.key.clone(),
-                content: None,
-                status: DraftStatus::Posted,
-                attempts: 0,
-                last_error: None,
-                retryable: false,
-                next_retry_at: None,
-                pending: None,
-                reminded: false,
-                source: None,
-                created_at: now,
-                updated_at: now,
-                expires_at: None,
-            });
+        let old = Self::read_json::<Draft>(&self.draft_path(&record.key))?;
+        let mut draft = old
+            .clone()
+            .unwrap_or_else(|| Draft::empty(&record.key, DraftStatus::Posted, None, now));
         draft.status = DraftStatus::Posted;
         draft.pending = None;
         draft.next_retry_at = None;
+        draft.due_at = None;
         draft.updated_at = now;
         draft.expires_at = Some(draft_expires_at);
-        self.write_draft(&draft)?;
+        self.write_draft(old.as_ref(), &draft)?;
         Ok(PutPosted::Created)
     }
 
@@ -365,9 +408,10 @@ impl Folder {
         now: i64,
     ) -> Result<bool, StoreError> {
         let _lock = self.lock(true)?;
-        let Some(mut draft) = Self::read_json::<Draft>(&self.draft_path(key))? else {
+        let Some(old) = Self::read_json::<Draft>(&self.draft_path(key))? else {
             return Ok(false);
         };
+        let mut draft = old.clone();
         if !from.is_empty() && !from.contains(&draft.status) {
             return Ok(false);
         }
@@ -379,26 +423,66 @@ impl Folder {
             }
         }
         apply(&mut draft, update, now);
-        self.write_draft(&draft)?;
+        self.write_draft(Some(&old), &draft)?;
         Ok(true)
     }
 
-    fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
+    /// Lists the due index (one name per open draft) and reads only the drafts that are due.
+    fn due_drafts(&self, statuses: &[DraftStatus], before: i64) -> Result<Vec<Draft>, StoreError> {
         let _lock = self.lock(false)?;
-        let dir = self.dir.join("drafts");
+        let dir = self.dir.join("due");
         let entries = std::fs::read_dir(&dir).map_err(|e| io("cannot list", &dir, e))?;
-        let mut out = Vec::new();
+        let mut due: Vec<(i64, String)> = Vec::new();
         for entry in entries {
-            let path = entry.map_err(|e| io("cannot list", &dir, e))?.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                if let Some(d) = Self::read_json::<Draft>(&path)? {
-                    if statuses.contains(&d.status) {
-                        out.push(d);
-                    }
+            let name = entry.map_err(|e| io("cannot list", &dir, e))?.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let mut parts = name.splitn(3, '.');
+            let (Some(status), Some(at), Some(key)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (Some(status), Ok(at)) = (DraftStatus::parse(status), at.parse::<i64>()) else {
+                continue;
+            };
+            if statuses.contains(&status) && at <= before {
+                due.push((at, key.to_owned()));
+            }
+        }
+        due.sort();
+        let mut out = Vec::new();
+        for (_, key) in due {
+            // The entry may be stale (a crash between the draft and its entry): the draft says.
+            if let Some(d) = Self::read_json::<Draft>(&self.draft_path(&key))? {
+                if statuses.contains(&d.status) && d.due_at.is_some_and(|at| at <= before) {
+                    out.push(d);
                 }
             }
         }
         Ok(out)
+    }
+
+    fn pace_path(&self, network: &str) -> PathBuf {
+        self.dir.join("pace").join(format!("{network}.json"))
+    }
+
+    /// The caller holds the lock.
+    fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError> {
+        Ok(
+            Self::read_json::<serde_json::Value>(&self.pace_path(network))?
+                .and_then(|v| v.get("last_ms").and_then(serde_json::Value::as_i64)),
+        )
+    }
+
+    fn take_slot(&self, network: &str, interval_ms: i64, now_ms: i64) -> Result<Slot, StoreError> {
+        let _lock = self.lock(true)?;
+        if let Some(last_ms) = self.last_slot(network)? {
+            if last_ms > now_ms.saturating_sub(interval_ms) {
+                return Ok(Slot::Busy { last_ms });
+            }
+        }
+        let entry = serde_json::json!({ "last_ms": now_ms });
+        self.replace(&self.pace_path(network), entry.to_string().as_bytes())?;
+        Ok(Slot::Taken)
     }
 
     /// Writes and removes a durable temporary file under the lock (shared: it touches nothing
@@ -464,6 +548,35 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.pending = None;
             draft.next_retry_at = None;
         }
+        DraftUpdate::Schedule { at } => {
+            draft.status = DraftStatus::Scheduled;
+            draft.publish_at = Some(*at);
+            draft.reminded = false;
+            draft.retryable = true;
+            draft.last_error = None;
+            draft.next_retry_at = None;
+            draft.pending = None;
+        }
+        DraftUpdate::Defer { reason, .. } => {
+            draft.status = DraftStatus::Scheduled;
+            draft.last_error = Some(reason.clone());
+            draft.retryable = true;
+            draft.pending = None;
+        }
+        DraftUpdate::Revive => {
+            draft.status = DraftStatus::New;
+            draft.publish_at = None;
+            draft.reminded = false;
+            draft.retryable = true;
+        }
+        DraftUpdate::Cancel => {
+            draft.status = DraftStatus::Cancelled;
+            draft.next_retry_at = None;
+            draft.pending = None;
+        }
+    }
+    if let Some(due) = update.due_at(now) {
+        draft.due_at = due;
     }
     draft.updated_at = now;
 }
@@ -476,7 +589,7 @@ impl RecordStore for LocalStore {
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<DraftStatus>, StoreError> {
         let (key, content, source) = (key.to_string(), content.clone(), source.to_owned());
         self.run(move |f| f.save_draft(&key, content, &source, now))
             .await
@@ -523,9 +636,33 @@ impl RecordStore for LocalStore {
             .await
     }
 
-    async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError> {
+    async fn due_drafts(
+        &self,
+        statuses: &[DraftStatus],
+        before: i64,
+    ) -> Result<Vec<Draft>, StoreError> {
         let statuses = statuses.to_vec();
-        self.run(move |f| f.drafts_with_status(&statuses)).await
+        self.run(move |f| f.due_drafts(&statuses, before)).await
+    }
+
+    async fn take_slot(
+        &self,
+        network: &str,
+        interval_ms: i64,
+        now_ms: i64,
+    ) -> Result<Slot, StoreError> {
+        let network = network.to_owned();
+        self.run(move |f| f.take_slot(&network, interval_ms, now_ms))
+            .await
+    }
+
+    async fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError> {
+        let network = network.to_owned();
+        self.run(move |f| {
+            let _lock = f.lock(false)?;
+            f.last_slot(&network)
+        })
+        .await
     }
 
     async fn check(&self) -> Result<String, StoreError> {

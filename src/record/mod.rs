@@ -26,6 +26,11 @@ pub fn draft_name(key: &PostKey) -> String {
     format!("draft:{key}")
 }
 
+/// Where a network's pacing state lives.
+pub fn pace_name(network: &str) -> String {
+    format!("pace:{network}")
+}
+
 /// Where the caption index entry lives: which key posted a caption (content guard).
 pub fn caption_name(hash: &str) -> String {
     format!("caption:{hash}")
@@ -90,6 +95,10 @@ pub enum DraftStatus {
     Unknown,
     NeedsReview,
     Posted,
+    /// Waits for its `publish_at` (or, delayed by pacing, for its network's next slot).
+    Scheduled,
+    /// The owner cancelled it: never posted unless sent again.
+    Cancelled,
 }
 
 impl DraftStatus {
@@ -100,6 +109,8 @@ impl DraftStatus {
             Self::Unknown => "unknown",
             Self::NeedsReview => "needs_review",
             Self::Posted => "posted",
+            Self::Scheduled => "scheduled",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -110,6 +121,8 @@ impl DraftStatus {
             "unknown" => Self::Unknown,
             "needs_review" => Self::NeedsReview,
             "posted" => Self::Posted,
+            "scheduled" => Self::Scheduled,
+            "cancelled" => Self::Cancelled,
             _ => return None,
         })
     }
@@ -160,6 +173,38 @@ pub struct Draft {
     pub updated_at: i64,
     /// When DynamoDB may delete it (set once posted).
     pub expires_at: Option<i64>,
+    /// When the owner wants it out (Unix seconds), if it was sent with a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_at: Option<i64>,
+    /// When the sweeper should next look at it (the due index, DESIGN.md "Scheduling"):
+    /// `publish_at` or a pacing delay while scheduled, the retry time when failed, the last
+    /// change otherwise; absent once it is done (posted, cancelled). Kept by the stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<i64>,
+}
+
+impl Draft {
+    /// A draft item that holds no content yet.
+    #[must_use]
+    pub fn empty(key: &str, status: DraftStatus, source: Option<&str>, now: i64) -> Self {
+        Self {
+            key: key.to_owned(),
+            content: None,
+            status,
+            attempts: 0,
+            last_error: None,
+            retryable: status != DraftStatus::Posted,
+            next_retry_at: None,
+            pending: None,
+            reminded: false,
+            source: source.map(str::to_owned),
+            created_at: now,
+            updated_at: now,
+            expires_at: None,
+            publish_at: None,
+            due_at: (status != DraftStatus::Posted).then_some(now),
+        }
+    }
 }
 
 /// Record and draft of one key, read together and consistently.
@@ -216,6 +261,44 @@ pub enum DraftUpdate {
     Reminded,
     /// A record exists: the draft is done, and expires at this time.
     Recorded { expires_at: i64 },
+    /// Wait for `at` (Unix seconds): status `scheduled`, due then; told afresh.
+    Schedule { at: i64 },
+    /// Pacing holds it back until `until` (Unix seconds): status `scheduled`, due then, the
+    /// reason kept in `last_error`. Its `publish_at` and whether the owner was told stay.
+    Defer { until: i64, reason: String },
+    /// The owner cancelled it: status `cancelled`, out of the due index.
+    Cancel,
+    /// Sent again after a cancel, or sent again without a time while scheduled: an ordinary
+    /// `new` draft again.
+    Revive,
+}
+
+impl DraftUpdate {
+    /// When the sweeper should next look at a draft after this update (`Some(None)`: never,
+    /// it is done; `None`: unchanged). The stores keep the due index with it.
+    #[must_use]
+    pub fn due_at(&self, now: i64) -> Option<Option<i64>> {
+        match self {
+            Self::IfAttempt { update, .. } => update.due_at(now),
+            Self::Intent(_) | Self::Ambiguous { .. } | Self::NeedsReview { .. } | Self::Revive => {
+                Some(Some(now))
+            }
+            Self::Failed { next_retry_at, .. } => Some(Some(next_retry_at.unwrap_or(now))),
+            Self::Schedule { at } => Some(Some(*at)),
+            Self::Defer { until, .. } => Some(Some(*until)),
+            Self::Recorded { .. } | Self::Cancel => Some(None),
+            Self::Resend { .. } | Self::Reminded => None,
+        }
+    }
+}
+
+/// The answer to taking a network's posting slot (pacing, DESIGN.md "Scheduling").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// This run may post now; the slot is stamped with its time.
+    Taken,
+    /// The last slot was taken at this time (Unix milliseconds), too recently.
+    Busy { last_ms: i64 },
 }
 
 /// The record store could not be used.
@@ -227,13 +310,14 @@ pub struct StoreError(pub String);
 #[async_trait]
 pub trait RecordStore: Send + Sync {
     /// Stores a draft's content (creating it as `new`), keeping its status and history.
+    /// Returns the status it had, if it existed.
     async fn save_draft(
         &self,
         key: &PostKey,
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Option<DraftStatus>, StoreError>;
 
     /// The record and the draft, strongly consistent; with `caption_hash`, also which key
     /// already posted that caption (one request).
@@ -264,8 +348,26 @@ pub trait RecordStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Drafts in any of `statuses` (sweeper). Unordered.
-    async fn drafts_with_status(&self, statuses: &[DraftStatus]) -> Result<Vec<Draft>, StoreError>;
+    /// Drafts in any of `statuses` whose due time (see [`Draft::due_at`]) is at or before
+    /// `before`, oldest due first, read through the due index: never a scan of every draft.
+    /// The index may lag a write by moments; whoever acts re-reads under the claim.
+    async fn due_drafts(
+        &self,
+        statuses: &[DraftStatus],
+        before: i64,
+    ) -> Result<Vec<Draft>, StoreError>;
+
+    /// Stamps `network`'s posting slot with `now_ms` if the last stamp is at least
+    /// `interval_ms` old (or there is none), in one conditional write shared by every process.
+    async fn take_slot(
+        &self,
+        network: &str,
+        interval_ms: i64,
+        now_ms: i64,
+    ) -> Result<Slot, StoreError>;
+
+    /// When `network`'s posting slot was last stamped (Unix milliseconds), if ever.
+    async fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError>;
 
     /// Checks that the store is usable (doctor): a description of what was checked.
     async fn check(&self) -> Result<String, StoreError>;
@@ -280,6 +382,14 @@ pub fn rfc3339(unix: i64) -> String {
                 .ok()
         })
         .unwrap_or_else(|| unix.to_string())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// Seconds since the Unix epoch.

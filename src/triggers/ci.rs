@@ -55,18 +55,19 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
             return HttpResponse::error(400, "bad_request", format!("body: not valid JSON ({e})"))
         }
     };
-    let (key, content, targets) = match parse_run(app, &value, true) {
+    let parsed = match parse_run(app, &value, true) {
         Ok(parsed) => parsed,
         Err(e) => return e.response(),
     };
     let request = PostRequest {
-        key,
-        content,
+        key: parsed.key,
+        content: parsed.content,
         action: Action::Post,
         source: Source::Ci,
         run_id,
         reply_to: None,
-        targets,
+        targets: parsed.targets,
+        publish_at: parsed.publish_at,
     };
     HttpResponse::outcome(&app.pipeline.run(request, dl).await)
 }

@@ -1,5 +1,6 @@
 //! A direct Lambda invocation (console or CLI): `{"kind","slug", …draft fields optional,
-//! "action"?: "post"|"done"|"force"}` → the outcome JSON as the function's result.
+//! "publish_at"?, "action"?: "post"|"done"|"force"|"now"|"cancel"}` → the outcome JSON as the
+//! function's result.
 
 use serde_json::Value;
 
@@ -14,26 +15,38 @@ use crate::pipeline::{Action, PostRequest, Source};
 /// # Errors
 /// The field that is missing or invalid.
 pub fn parse(app: &App, event: &Value, run_id: String) -> Result<PostRequest, FieldError> {
-    let (key, content, targets) = parse_run(app, event, false)?;
+    let parsed = parse_run(app, event, false)?;
     let action = match event.get("action").and_then(Value::as_str) {
         None | Some("post" | "retry") => Action::Post,
         Some("done") => Action::Done,
         Some("force") => Action::Force,
+        Some("now") => Action::Now,
+        Some("cancel") => Action::Cancel,
         Some(other) => {
             return Err(FieldError::new(
                 "action",
-                format!("{other:?} is not post, done or force"),
+                format!(
+                    "{:?} is not post, done, force, now or cancel",
+                    other.chars().take(32).collect::<String>()
+                ),
             ))
         }
     };
+    if action != Action::Post && parsed.content.is_some() {
+        return Err(FieldError::new(
+            "action",
+            "acts on the stored draft: send it without caption and image_url",
+        ));
+    }
     Ok(PostRequest {
-        key,
-        content,
+        key: parsed.key,
+        content: parsed.content,
         action,
         source: Source::Console,
         run_id,
         reply_to: None,
-        targets,
+        targets: parsed.targets,
+        publish_at: parsed.publish_at,
     })
 }
 

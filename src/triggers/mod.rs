@@ -294,19 +294,88 @@ pub fn parse_targets(v: &Value) -> Result<Vec<Network>, FieldError> {
     Ok(targets)
 }
 
-/// A draft event (CI body, console) as a run: the draft, its targets, and every target's text
-/// checked the target's way before anything is stored.
+/// The furthest ahead a draft can be scheduled.
+pub const MAX_SCHEDULE_AHEAD_S: i64 = 366 * 24 * 3600;
+
+/// Parses a `publish_at` (RFC 3339 with a zone, e.g. `2026-12-07T09:00:00+01:00`) into Unix
+/// seconds, checked against `now`: at most a year ahead. A time in the past is fine (it
+/// posts at once). `field` names the input in the error (`publish_at`, `--at`).
+///
+/// # Errors
+/// No zone, unparseable, or more than a year ahead.
+pub fn parse_publish_at(raw: &str, now: i64, field: &str) -> Result<i64, FieldError> {
+    use time::format_description::well_known::Rfc3339;
+    let raw = raw.trim();
+    let at = match time::OffsetDateTime::parse(raw, &Rfc3339) {
+        Ok(t) => t.unix_timestamp(),
+        Err(_) => {
+            let shown: String = raw.chars().take(40).collect();
+            // Without a zone the time means nothing certain: say so rather than guess.
+            let zoneless = time::PrimitiveDateTime::parse(
+                raw,
+                time::macros::format_description!(
+                    "[year]-[month]-[day]T[hour]:[minute]:[second][optional [.[subsecond]]]"
+                ),
+            )
+            .is_ok();
+            let problem = if zoneless {
+                format!("{shown:?} has no time zone: add one, e.g. {shown}Z or {shown}+01:00")
+            } else {
+                format!(
+                    "{shown:?} is not an RFC 3339 time with a zone, e.g. 2026-12-07T09:00:00+01:00"
+                )
+            };
+            return Err(FieldError::new(field, problem));
+        }
+    };
+    if at - now > MAX_SCHEDULE_AHEAD_S {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{} is more than a year ahead; schedule at most a year ahead",
+                crate::record::rfc3339(at)
+            ),
+        ));
+    }
+    Ok(at)
+}
+
+/// A draft event (CI body, console) as a run.
+#[derive(Debug, Clone)]
+pub struct ParsedRun {
+    pub key: PostKey,
+    pub content: Option<DraftContent>,
+    pub targets: Vec<Network>,
+    /// `publish_at`, Unix seconds.
+    pub publish_at: Option<i64>,
+}
+
+/// A draft event (CI body, console) as a run: the draft, its targets, its time, and every
+/// target's text checked the target's way before anything is stored.
 ///
 /// # Errors
 /// The first field that is missing or invalid; a text too long for a target names the target
 /// and its limit.
-pub fn parse_run(
-    app: &App,
-    v: &Value,
-    content_required: bool,
-) -> Result<(PostKey, Option<DraftContent>, Vec<Network>), FieldError> {
+pub fn parse_run(app: &App, v: &Value, content_required: bool) -> Result<ParsedRun, FieldError> {
     let (key, content) = parse_draft(v, content_required, &app.config.image_hosts)?;
     let targets = parse_targets(v)?;
+    let publish_at =
+        match v.get("publish_at") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(raw)) => {
+                Some(parse_publish_at(raw, crate::record::now_s(), "publish_at")?)
+            }
+            Some(_) => return Err(FieldError::new(
+                "publish_at",
+                "must be a string: an RFC 3339 time with a zone, e.g. 2026-12-07T09:00:00+01:00",
+            )),
+        };
+    if publish_at.is_some() && content.is_none() {
+        return Err(FieldError::new(
+            "publish_at",
+            "needs the draft: send caption and image_url with it",
+        ));
+    }
     if let Some(content) = &content {
         let all = app.pipeline.targets_for(&targets);
         app.pipeline
@@ -318,5 +387,10 @@ pub fn parse_run(
             format!("{} is not supported by this version", n.as_str()),
         ));
     }
-    Ok((key, content, targets))
+    Ok(ParsedRun {
+        key,
+        content,
+        targets,
+        publish_at,
+    })
 }

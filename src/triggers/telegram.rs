@@ -39,8 +39,8 @@ pub struct Press {
     pub targets: Vec<Network>,
 }
 
-/// Parses `retry:<key>`, `done:<key>`, `force:<key>`, each optionally `@<network>` (at most 64
-/// bytes).
+/// Parses `retry:<key>`, `done:<key>`, `force:<key>`, each optionally `@<network>`, and
+/// `now:<key>`, `cancel:<key>` (the draft's schedule: every target) (at most 64 bytes).
 ///
 /// # Errors
 /// A short reason for the answer shown to the user.
@@ -53,6 +53,8 @@ pub fn parse_data(data: &str) -> Result<Press, String> {
         "retry" => Action::Post,
         "done" => Action::Done,
         "force" => Action::Force,
+        "now" => Action::Now,
+        "cancel" => Action::Cancel,
         _ => return Err("unknown button".into()),
     };
     let (key, network) = match key.split_once('@') {
@@ -64,8 +66,11 @@ pub fn parse_data(data: &str) -> Result<Press, String> {
     };
     let key = PostKey::parse(key).map_err(|_| "invalid draft key in button".to_owned())?;
     let targets = match (action, network) {
+        (Action::Now | Action::Cancel, Some(_)) => {
+            return Err("a schedule is the whole draft's: this button takes no target".into())
+        }
         (_, Some(n)) => vec![n],
-        (Action::Post, None) => vec![],
+        (Action::Post | Action::Now | Action::Cancel, None) => vec![],
         (_, None) => vec![Network::Linkedin],
     };
     Ok(Press {
@@ -251,6 +256,8 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         Action::Post => format!("Retrying {} ({on})…", press.key),
         Action::Done => format!("Recording {} as on {on}…", press.key),
         Action::Force => format!("Posting {} anyway to {on}…", press.key),
+        Action::Now => format!("Posting {} now…", press.key),
+        Action::Cancel => format!("Cancelling {}…", press.key),
     };
     answer(app, &dl, &cb.query_id, &saying).await;
 
@@ -262,6 +269,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         run_id,
         reply_to: cb.message,
         targets: press.targets,
+        publish_at: None,
     };
     let outcome = app.pipeline.run(request, dl).await;
     ok(json!({"outcome": outcome}))

@@ -427,6 +427,7 @@ impl Env {
             run_id: new_run_id(),
             reply_to: None,
             targets: Vec::new(),
+            publish_at: None,
         }
     }
 

@@ -1,0 +1,303 @@
+//! Scheduling (DESIGN.md "Scheduling"): a draft sent with a time still to come is stored
+//! `scheduled` on each target, without a claim, and answered `scheduled`; the sweeper posts it
+//! through the same run once it is due. Cancel and the time itself are decided under each
+//! target's claim, on the state read there, so a sweep that listed a draft before it was
+//! cancelled never posts it. Pacing keeps consecutive posts to one network apart with a slot
+//! in the shared store, taken in one conditional write just before the intent.
+
+use futures_util::future::join_all;
+
+use super::*;
+
+/// Added to a network's gap between two slots: the create leaves a few milliseconds after its
+/// slot is taken (the intent write comes between), and those few milliseconds differ from one
+/// run to the next. With this margin the creates themselves, as the network sees them, stay at
+/// least the gap apart.
+pub const PACING_MARGIN: Duration = Duration::from_millis(100);
+
+/// The statuses a draft can be (re)scheduled, cancelled or delayed from: not in flight, not
+/// posted.
+const SETTLED_OPEN: [DraftStatus; 5] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
+    DraftStatus::Cancelled,
+];
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Pipeline {
+    /// A draft sent with a time still to come: each target is stored `scheduled` at `at`
+    /// (rescheduled if it was already), or answered as it stands when it is posted or being
+    /// posted. No claim is taken and nothing is sent.
+    pub(super) async fn schedule(&self, req: &PostRequest, at: i64, dl: &Deadline) -> Outcome {
+        let targets = self.targets_for(&req.targets);
+        let runs = targets.iter().map(|n| {
+            let one = req.for_target(*n);
+            async move {
+                match self.lane(*n) {
+                    Some(lane) => lane.schedule(&one, at, dl).await,
+                    None => failed(
+                        &one.key,
+                        false,
+                        format!("{} is not supported by this version", n.as_str()),
+                    ),
+                }
+            }
+        });
+        let parts = join_all(runs).await;
+        let outcome = Outcome::combine(&req.key, parts);
+        tracing::info!(outcome = outcome.outcome.as_str(), publish_at = ?outcome.publish_at, "scheduled");
+        self.report(req, &outcome, dl).await;
+        outcome
+    }
+}
+
+impl Lane {
+    /// One target of a draft sent with a time to come.
+    async fn schedule(&self, req: &PostRequest, at: i64, dl: &Deadline) -> Outcome {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        let Some(content) = &req.content else {
+            return failed(
+                key,
+                false,
+                "nothing to schedule: the draft carried no content",
+            );
+        };
+        // A recorded target stays recorded: sending it again changes nothing.
+        match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+            Ok(Snapshot {
+                record: Some(r),
+                draft,
+                ..
+            }) if self.counts(&r) => return self.already(key, dl, &r, draft.as_ref()).await,
+            Ok(_) => {}
+            Err(e) => {
+                return failed(key, true, format!("{e}; nothing was stored or scheduled"));
+            }
+        }
+        let saved = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .save_draft(key, content, req.source.as_str(), now_s()),
+            )
+            .await;
+        if let Err(e) = flatten_value(saved) {
+            return failed(
+                key,
+                true,
+                format!("could not store the draft ({e}); nothing was scheduled"),
+            );
+        }
+        let update = DraftUpdate::Schedule { at };
+        let scheduled = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .update_draft(key, &update, &SETTLED_OPEN, now_s()),
+            )
+            .await;
+        match flatten_value(scheduled) {
+            Ok(true) => scheduled_outcome(key, at, format!("waits until {}", rfc(at))),
+            // In flight (an attempt is out) or done: the time no longer applies.
+            Ok(false) => {
+                let mut outcome = self.as_it_stands(key, dl).await;
+                outcome.detail = format!(
+                    "not rescheduled: an attempt is in flight or done; {}",
+                    outcome.detail
+                );
+                outcome
+            }
+            Err(e) => failed(
+                key,
+                true,
+                format!("the draft is stored but could not be scheduled ({e}); send it again"),
+            ),
+        }
+    }
+
+    /// Under the claim: what the draft's schedule says about this run, if it holds it back. A
+    /// cancelled draft is never posted unless sent again; a scheduled one waits for its time
+    /// unless the owner pressed Post now (or sent it again without a time).
+    pub(super) fn held_back(&self, req: &PostRequest, draft: Option<&Draft>) -> Option<Outcome> {
+        let key = &req.key;
+        let d = draft?;
+        if req.content.is_some() {
+            return None;
+        }
+        match d.status {
+            DraftStatus::Cancelled => {
+                let mut o = Outcome::new(
+                    key,
+                    OutcomeKind::Cancelled,
+                    "cancelled; it is posted only if it is sent again",
+                );
+                o.settled = true;
+                Some(o)
+            }
+            DraftStatus::Scheduled if req.action == Action::Post => {
+                let at = d.due_at.or(d.publish_at).unwrap_or(0);
+                (at > now_s()).then(|| {
+                    let why = d
+                        .last_error
+                        .clone()
+                        .filter(|_| d.publish_at.is_none_or(|p| p < at))
+                        .unwrap_or_else(|| format!("waits until {}", rfc(at)));
+                    let mut o = scheduled_outcome(key, at, why);
+                    o.settled = true;
+                    o
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Under the claim: cancels the draft if nothing is in flight. The claim is this run's, so
+    /// no other run is posting; the conditional write keeps an attempt that is already out.
+    pub(super) async fn cancel(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        draft: Option<&Draft>,
+    ) -> (Outcome, Finish) {
+        let t = self.settings.timeouts;
+        if draft.is_none() {
+            return (
+                failed(key, false, "nothing to cancel: no draft is stored for it"),
+                Finish::Release,
+            );
+        }
+        let from = [
+            DraftStatus::New,
+            DraftStatus::Failed,
+            DraftStatus::NeedsReview,
+            DraftStatus::Scheduled,
+        ];
+        let cancelled = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .update_draft(key, &DraftUpdate::Cancel, &from, now_s()),
+            )
+            .await;
+        let outcome = match flatten_value(cancelled) {
+            Ok(true) => Outcome::new(
+                key,
+                OutcomeKind::Cancelled,
+                "cancelled: it will not be posted unless it is sent again",
+            ),
+            Ok(false) => {
+                let mut o = self.as_it_stands(key, dl).await;
+                o.detail = format!("not cancelled: {}", o.detail);
+                if draft.is_some_and(|d| d.status == DraftStatus::Cancelled) {
+                    o = Outcome::new(key, OutcomeKind::Cancelled, "already cancelled");
+                }
+                o
+            }
+            Err(e) => failed(
+                key,
+                true,
+                format!("could not cancel ({e}); nothing changed"),
+            ),
+        };
+        (outcome, Finish::Release)
+    }
+
+    /// Pacing, just before the intent: takes this network's posting slot, or delays the draft
+    /// to the slot's end (`scheduled`, due then) and answers so. `Ok(())`: post now.
+    pub(super) async fn pace(
+        &self,
+        key: &PostKey,
+        dl: &Deadline,
+        takes: &publish::Takes<'_>,
+    ) -> Result<(), Outcome> {
+        let gap = self
+            .settings
+            .min_gap
+            .get(&self.network)
+            .copied()
+            .unwrap_or(Duration::ZERO);
+        if gap.is_zero() {
+            return Ok(());
+        }
+        let t = self.settings.timeouts;
+        let interval = millis(gap + PACING_MARGIN);
+        let slot = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .take_slot(self.network.as_str(), interval, now_ms()),
+            )
+            .await;
+        let last_ms = match flatten_value(slot) {
+            Ok(Slot::Taken) => return Ok(()),
+            Ok(Slot::Busy { last_ms }) => last_ms,
+            Err(e) => {
+                return Err(failed(
+                    key,
+                    true,
+                    format!(
+                        "could not take {}'s posting slot ({e}); nothing was posted",
+                        self.network.label()
+                    ),
+                ))
+            }
+        };
+        let until = (last_ms + interval + 999) / 1000;
+        let reason = format!(
+            "delayed: {} keeps posts to {} {}s apart, and the last one went {}; it goes at {} or the first sweep after",
+            crate::config::min_gap_var(self.network),
+            self.network.label(),
+            gap.as_secs_f64(),
+            rfc(last_ms / 1000),
+            rfc(until)
+        );
+        let update = DraftUpdate::Defer {
+            until,
+            reason: reason.clone(),
+        };
+        let update = match takes.replaces {
+            Some(run) => DraftUpdate::IfAttempt {
+                run: run.to_owned(),
+                update: Box::new(update),
+            },
+            None => update,
+        };
+        let deferred = dl
+            .work(
+                t.dynamodb,
+                self.records.update_draft(key, &update, takes.from, now_s()),
+            )
+            .await;
+        Err(match flatten_value(deferred) {
+            Ok(true) => scheduled_outcome(key, until, reason),
+            Ok(false) => Outcome::new(
+                key,
+                OutcomeKind::BeingPosted,
+                "another run changed this draft meanwhile; nothing was posted",
+            )
+            .retryable(true),
+            Err(e) => failed(
+                key,
+                true,
+                format!("{reason}; but the delay could not be stored ({e}): retry after that"),
+            ),
+        })
+    }
+}
+
+/// A `scheduled` answer for `at` (Unix seconds).
+pub(super) fn scheduled_outcome(key: &PostKey, at: i64, detail: String) -> Outcome {
+    let mut o = Outcome::new(key, OutcomeKind::Scheduled, detail);
+    o.publish_at = Some(rfc(at));
+    o
+}
+
+fn rfc(unix: i64) -> String {
+    crate::record::rfc3339(unix)
+}
