@@ -198,9 +198,25 @@ def main():
     if report.check(len(tables) == 1, "the template has one DynamoDB table"):
         table = tables[0]
         tp = table.get("Properties", {})
+        due = [i for i in tp.get("GlobalSecondaryIndexes", []) if i.get("IndexName") == "due"]
+        report.check(
+            len(due) == 1
+            and due[0].get("KeySchema") == [
+                {"AttributeName": "queue", "KeyType": "HASH"},
+                {"AttributeName": "due_at", "KeyType": "RANGE"},
+            ]
+            and due[0].get("Projection", {}).get("ProjectionType") == "ALL",
+            "the table has the due index (queue S HASH, due_at N RANGE, all attributes): the sweeper queries it",
+            repr(tp.get("GlobalSecondaryIndexes")),
+        )
         report.check(
             tp.get("KeySchema") == [{"AttributeName": "pk", "KeyType": "HASH"}]
-            and tp.get("AttributeDefinitions") == [{"AttributeName": "pk", "AttributeType": "S"}],
+            and sorted(tp.get("AttributeDefinitions", []), key=lambda a: a["AttributeName"])
+            == [
+                {"AttributeName": "due_at", "AttributeType": "N"},
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "queue", "AttributeType": "S"},
+            ],
             "the table's key is pk (S, HASH)",
         )
         ttl = tp.get("TimeToLiveSpecification") or {}

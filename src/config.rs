@@ -1061,4 +1061,26 @@ mod tests {
             assert_eq!(err.var, "TELEGRAM_CHANNEL_ID", "{bad}");
         }
     }
+
+    #[test]
+    fn pacing_gaps_are_seconds_per_network_with_a_default() {
+        let c = load(&[]).unwrap();
+        assert!(c.min_gap.values().all(|g| g.is_zero()));
+        let c = load(&[
+            ("POSTONCE_MIN_GAP_S", "90"),
+            ("POSTONCE_MIN_GAP_S_X", "0.5"),
+        ])
+        .unwrap();
+        assert_eq!(c.min_gap[&Network::Linkedin], Duration::from_secs(90));
+        assert_eq!(c.min_gap[&Network::X], Duration::from_millis(500));
+        for (var, bad) in [
+            ("POSTONCE_MIN_GAP_S", "soon"),
+            ("POSTONCE_MIN_GAP_S", "-1"),
+            ("POSTONCE_MIN_GAP_S_BLUESKY", "86401"),
+            ("POSTONCE_MIN_GAP_S_TELEGRAM", "NaN"),
+        ] {
+            let err = load(&[(var, bad)]).unwrap_err();
+            assert_eq!(err.var, var, "{bad}");
+        }
+    }
 }

@@ -110,20 +110,6 @@ impl Lane {
         if let Some(why) = fault("after-upload").await {
             return (failed(key, true, why), Finish::Release);
         }
-        // Pacing: the slot is taken last before the intent, so the create follows it closely.
-        if let Err(delayed) = self
-            .pace(
-                key,
-                dl,
-                &Takes {
-                    from: intent_from,
-                    replaces,
-                },
-            )
-            .await
-        {
-            return (delayed, Finish::Release);
-        }
 
         let post = self.adapter.prepare(&text, &uploaded, &key.to_string());
         // The intent goes to durable storage before the request leaves: if this process dies
@@ -193,6 +179,10 @@ impl Lane {
                 self.fail_after_intent(req, dl, why, true).await,
                 Finish::Release,
             );
+        }
+        // Pacing: the slot is taken last, so the create follows it within moments.
+        if let Err(delayed) = self.pace(req, dl).await {
+            return (delayed, Finish::Release);
         }
         self.create(
             req,

@@ -208,14 +208,11 @@ impl Lane {
         (outcome, Finish::Release)
     }
 
-    /// Pacing, just before the intent: takes this network's posting slot, or delays the draft
-    /// to the slot's end (`scheduled`, due then) and answers so. `Ok(())`: post now.
-    pub(super) async fn pace(
-        &self,
-        key: &PostKey,
-        dl: &Deadline,
-        takes: &publish::Takes<'_>,
-    ) -> Result<(), Outcome> {
+    /// Pacing, after the intent and just before the create: takes this network's posting
+    /// slot, or puts this run's attempt (never sent) back as a draft delayed to the slot's end
+    /// (`scheduled`, due then) and answers so. `Ok(())`: send the create now.
+    pub(super) async fn pace(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
+        let key = &req.key;
         let gap = self
             .settings
             .min_gap
@@ -257,37 +254,27 @@ impl Lane {
             rfc(last_ms / 1000),
             rfc(until)
         );
-        let update = DraftUpdate::Defer {
-            until,
-            reason: reason.clone(),
+        // Only this run's own attempt, which was never sent, is put back.
+        let update = DraftUpdate::IfAttempt {
+            run: req.run_id.clone(),
+            update: Box::new(DraftUpdate::Defer {
+                until,
+                reason: reason.clone(),
+            }),
         };
-        let update = match takes.replaces {
-            Some(run) => DraftUpdate::IfAttempt {
-                run: run.to_owned(),
-                update: Box::new(update),
-            },
-            None => update,
-        };
-        let deferred = dl
-            .work(
-                t.dynamodb,
-                self.records.update_draft(key, &update, takes.from, now_s()),
-            )
-            .await;
-        Err(match flatten_value(deferred) {
-            Ok(true) => scheduled_outcome(key, until, reason),
-            Ok(false) => Outcome::new(
+        if self
+            .note(
                 key,
-                OutcomeKind::BeingPosted,
-                "another run changed this draft meanwhile; nothing was posted",
+                dl,
+                &update,
+                &[DraftStatus::Unknown],
+                "the pacing delay",
             )
-            .retryable(true),
-            Err(e) => failed(
-                key,
-                true,
-                format!("{reason}; but the delay could not be stored ({e}): retry after that"),
-            ),
-        })
+            .await
+        {
+            return Err(scheduled_outcome(key, until, reason));
+        }
+        Err(self.fail_after_intent(req, dl, reason, true).await)
     }
 }
 

@@ -153,10 +153,13 @@ impl Pipeline {
         }
         let mut open = Vec::new();
         for store in stores {
-            let drafts = flatten_value(
-                dl.work(t.dynamodb, store.due_drafts(statuses, before))
-                    .await,
-            )?;
+            // One query (and budget) per status: a long listing is not one call.
+            let mut drafts = Vec::new();
+            for status in statuses {
+                let one = [*status];
+                let listed = dl.work(t.dynamodb, store.due_drafts(&one, before)).await;
+                drafts.extend(flatten_value(listed)?);
+            }
             for draft in drafts {
                 let Ok(key) = PostKey::parse(&draft.key) else {
                     tracing::warn!(key = %draft.key, "skipping a draft with an invalid key");

@@ -48,6 +48,8 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     requests: Arc<AtomicU64>,
+    /// Items the server says it read for the due index's queries (their `ScannedCount`).
+    due_items_read: AtomicU64,
     /// Prefix of every item's key: empty, or `dryrun:` for the dry-run publisher's runs, so a
     /// dry run never leaves a record that would stop the first real post.
     ns: &'static str,
@@ -502,12 +504,19 @@ impl DynamoStore {
             client: Client::from_conf(builder.build()),
             table: table.to_owned(),
             requests,
+            due_items_read: AtomicU64::new(0),
             ns: if dry_run { "dryrun:" } else { "" },
         }
     }
 
     fn key(&self, name: String) -> Item {
         pk(format!("{}{name}", self.ns))
+    }
+
+    /// Items DynamoDB read to answer the due index's queries so far, as the server counted
+    /// them (`ScannedCount`): what a sweep's listing costs.
+    pub fn due_items_read(&self) -> u64 {
+        self.due_items_read.load(Ordering::Relaxed)
     }
 
     /// HTTP requests sent to DynamoDB so far by this client.
@@ -928,6 +937,10 @@ impl RecordStore for DynamoStore {
                     .send()
                     .await
                     .map_err(|e| sdk_err(&format!("Query (index {DUE_INDEX})"), e))?;
+                self.due_items_read.fetch_add(
+                    u64::try_from(out.scanned_count()).unwrap_or(0),
+                    Ordering::Relaxed,
+                );
                 for item in out.items() {
                     let draft = draft_from_item(item)?;
                     // The index lags writes a little: the item's own status is what counts.

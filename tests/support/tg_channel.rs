@@ -70,6 +70,8 @@ pub struct ChannelMessage {
     pub photo: Vec<u8>,
     pub photo_content_type: String,
     pub photo_file_name: String,
+    /// When the `sendPhoto` arrived.
+    pub received: std::time::Instant,
 }
 
 struct State {
@@ -403,6 +405,7 @@ impl Api {
             photo: photo.data.clone(),
             photo_content_type: photo.content_type.clone().unwrap_or_default(),
             photo_file_name: photo.file_name.clone().unwrap_or_default(),
+            received: std::time::Instant::now(),
         });
         let chat = self.chat();
         let answer = ok(json!({
