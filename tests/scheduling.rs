@@ -496,7 +496,7 @@ async fn cancel_racing_the_sweep_is_posted_once_or_cancelled_never_both() {
     assert_eq!(env.linkedin.posts_created(), posted);
 }
 
-/// A spread of 0..400 ms derived from a slug.
+/// A spread of 0..3 s (about the sweep's run over the 100 drafts) derived from a slug.
 fn rand_ms(slug: &str) -> u64 {
     slug.bytes()
         .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
