@@ -638,6 +638,14 @@ fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline
         ),
         None => println!("  record: none (not posted)"),
     }
+    if let Some(cid) = status
+        .snapshot
+        .record
+        .as_ref()
+        .and_then(|r| r.cid.as_deref())
+    {
+        println!("  cid:    {cid}");
+    }
     match &status.snapshot.draft {
         Some(d) => {
             let when = match d.status {

@@ -53,6 +53,9 @@ pub struct TargetOutcome {
     pub id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The network's content id of the post (Bluesky's record cid), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cid: Option<String>,
     pub retryable: bool,
     pub detail: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -75,6 +78,10 @@ pub struct Outcome {
     /// The post's public URL, when the network gave one or it can be built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The post's content id on its network (Bluesky's record cid), when it has one; shown
+    /// in the target's entry of `targets`.
+    #[serde(skip)]
+    pub cid: Option<String>,
     /// Every target of the run, by network (DESIGN.md "Targets"); absent on a single target's
     /// own outcome before [`Outcome::combine`].
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,6 +127,7 @@ impl Outcome {
             retryable: false,
             detail: detail.into(),
             url: None,
+            cid: None,
             targets: None,
             network: key.network(),
             parts: Vec::new(),
@@ -145,6 +153,7 @@ impl Outcome {
                         outcome: p.outcome,
                         id: p.urn.clone(),
                         url: p.post_url(),
+                        cid: p.cid.clone(),
                         retryable: p.retryable,
                         detail: p.detail.clone(),
                         dry_run: p.dry_run,

@@ -127,6 +127,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         source: "cli".into(),
         caption_hash: None,
         url: None,
+        cid: None,
     };
     store
         .put_posted(&dry_record, now_s(), now_s() + 3600)
@@ -603,6 +604,7 @@ async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
         source: "cli".into(),
         caption_hash: None,
         url: None,
+        cid: None,
     };
     store
         .put_posted(&dry_record, now_s(), now_s() + 3600)

@@ -12,7 +12,8 @@
 //! - Mastodon past the hour: the status is looked up and recorded (0 creates); with the read
 //!   refused, the owner is asked (0 creates);
 //! - Bluesky: the session expires between the upload and the put, and before a retry →
-//!   refreshed, one post;
+//!   refreshed, one post; the record keeps the cid the PDS answered (first put and replay),
+//!   shown in the outcome and by `postonce status`;
 //! - five targets: 30 racing runs, duplicate checks off → 1 post per network; a caption too long
 //!   for one network through the signed CI route → 400 naming it and its limit, counted its
 //!   way (Bluesky graphemes; Mastodon 500 with every URL as 23), nothing stored.
@@ -572,6 +573,95 @@ async fn bluesky_session_expiring_mid_run_is_refreshed_and_posts_once() {
     );
     assert_eq!(b.posts_created(), 2, "one post per draft");
     assert_eq!(b.max_posts_per_text(), 1);
+}
+
+/// `postonce status --kind K --slug S [--json]` as a process, over this environment's stores.
+fn status_cli(env: &Env, key: &PostKey, json: bool) -> String {
+    let mut args = vec!["status", "--kind", key.kind(), "--slug", key.slug()];
+    if json {
+        args.push("--json");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "off")
+        .envs(&env.vars)
+        .output()
+        .expect("postonce status");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The record keeps the cid Bluesky answered, besides the at-uri and the bsky.app URL, in
+/// DynamoDB: from a first put, and from the no-op replay of an ambiguous one. The outcome's
+/// `targets.bluesky` and `postonce status` (text and JSON) show it; a Retry of the recorded
+/// draft answers it from the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_record_keeps_the_cid_the_pds_answered() {
+    let env = env_with(&[QUIET]).await;
+    let b = env.bluesky();
+    let of = |key: &PostKey| {
+        b.records()
+            .into_iter()
+            .find(|r| r.text().contains(&key.to_string()))
+            .expect("the record at the fake")
+    };
+
+    let key = env.key();
+    let o = run_on(&env, &key, Some(true), Network::Bluesky).await;
+    let t = target(&o, Network::Bluesky);
+    assert_eq!(t.outcome, OutcomeKind::Posted, "{o:?}");
+    let rec = of(&key);
+    let r = record(&env, &key, Network::Bluesky)
+        .await
+        .expect("recorded");
+    println!(
+        "Bluesky cid: the PDS answered {}, the record holds {:?}, the outcome {:?}",
+        rec.cid, r.cid, t.cid
+    );
+    assert_eq!(r.cid.as_deref(), Some(rec.cid.as_str()), "{r:?}");
+    assert_eq!(r.urn.as_deref(), Some(rec.uri.as_str()));
+    assert_eq!(t.cid.as_deref(), Some(rec.cid.as_str()), "{t:?}");
+    let v = serde_json::to_value(&o).expect("outcome json");
+    assert_eq!(v["targets"]["bluesky"]["cid"], json!(rec.cid), "{v}");
+
+    let again = run_on(&env, &key, None, Network::Bluesky).await;
+    let t = target(&again, Network::Bluesky);
+    assert_eq!(t.outcome, OutcomeKind::AlreadyPosted, "{again:?}");
+    assert_eq!(t.cid.as_deref(), Some(rec.cid.as_str()), "{t:?}");
+
+    let shown: Value = serde_json::from_str(&status_cli(&env, &key, true)).expect("status json");
+    assert_eq!(
+        shown["targets"]["bluesky"]["record"]["cid"],
+        json!(rec.cid),
+        "{shown}"
+    );
+    let text = status_cli(&env, &key, false);
+    assert!(text.contains(&format!("cid:    {}", rec.cid)), "{text}");
+
+    // An ambiguous put (written, answered too late), replayed after the quiet period: the
+    // no-op answer's cid is recorded.
+    let replayed = env.key();
+    b.set_put_mode(BskyMode::AcceptThenHang(HANG));
+    let first = run_on(&env, &replayed, Some(true), Network::Bluesky).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    b.set_put_mode(BskyMode::Normal);
+    past_the_quiet_period(&env).await;
+    let noops = b.noop_puts();
+    let o = run_on(&env, &replayed, None, Network::Bluesky).await;
+    assert_settled(&env, &replayed, Network::Bluesky, &o);
+    assert_eq!(b.noop_puts() - noops, 1, "settled by the no-op replay");
+    let rec = of(&replayed);
+    let r = record(&env, &replayed, Network::Bluesky)
+        .await
+        .expect("recorded");
+    println!(
+        "Bluesky cid after the replay: the PDS answered {}, the record holds {:?}",
+        rec.cid, r.cid
+    );
+    assert_eq!(r.cid.as_deref(), Some(rec.cid.as_str()), "{r:?}");
+    assert_eq!(b.posts_created(), 2, "one post per draft");
 }
 
 // ---------------------------------------------------------------------------------------------

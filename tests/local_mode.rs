@@ -665,6 +665,7 @@ async fn record_writes_racing_instances_create_once() {
                     source: "cli".into(),
                     caption_hash: Some("ab12".into()),
                     url: None,
+                    cid: None,
                 };
                 (
                     record.clone(),

@@ -681,6 +681,7 @@ async fn record_write_is_create_if_absent() {
                 source: "test".into(),
                 caption_hash: None,
                 url: None,
+                cid: None,
             };
             handles.push(tokio::spawn(async move {
                 store.put_posted(&record, 1, 2).await

@@ -237,7 +237,8 @@ async fn a_repeated_create_is_already_exists_without_an_id() {
             network: "X",
             existing: Created {
                 id: None,
-                url: None
+                url: None,
+                cid: None
             }
         }
     );

@@ -49,6 +49,7 @@ impl Lane {
         )
         .with_urn(record.urn.clone());
         outcome.url = record.url.clone();
+        outcome.cid = record.cid.clone();
         outcome.dry_run =
             self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
         outcome.settled = true;

@@ -21,6 +21,7 @@ impl Lane {
             source: source.to_owned(),
             caption_hash,
             url: post.url,
+            cid: post.cid,
         };
         let expires = now + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
         (record, now, expires)
@@ -42,11 +43,12 @@ impl Lane {
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let on = self.network.label();
-        let (urn, url) = (post.id.clone(), post.url.clone());
+        let (urn, url, cid) = (post.id.clone(), post.url.clone(), post.cid.clone());
         let (record, now, expires) = self.new_record(req, post, source, caption_hash);
         let with = |o: Outcome| {
             let mut o = o.with_urn(urn.clone());
             o.url = url.clone();
+            o.cid = cid.clone();
             o
         };
         let written = dl
@@ -130,6 +132,7 @@ impl Lane {
                 Created {
                     id: None,
                     url: None,
+                    cid: None,
                 },
                 hash,
                 OutcomeKind::AlreadyPosted,

@@ -12,6 +12,7 @@ impl Lane {
         let post = Created {
             id: urn.clone(),
             url: None,
+            cid: None,
         };
         let (record, now, expires) = self.new_record(req, post, "repair", None);
         match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {

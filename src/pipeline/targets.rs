@@ -284,6 +284,7 @@ impl Lane {
                     )
                     .with_urn(r.urn);
                     o.url = r.url;
+                    o.cid = r.cid;
                     o
                 }
                 Ok(Snapshot { draft: None, .. }) => failed(key, true, "not posted yet"),

@@ -421,6 +421,7 @@ impl PutAnswer {
         Created {
             id: Some(self.uri.clone()),
             url: Some(self.url.clone()),
+            cid: self.cid.clone(),
         }
     }
 }
@@ -982,6 +983,7 @@ impl NetworkAdapter for BlueskyAdapter {
         Ok(Some(Created {
             url: Some(post_url(&authority, &rkey)),
             id: Some(uri),
+            cid: v.get("cid").and_then(Value::as_str).map(str::to_owned),
         }))
     }
 
@@ -1119,6 +1121,7 @@ impl NetworkAdapter for BlueskyDryRun {
         Ok(Created {
             url: Some(post_url(&id, &rkey)),
             id: Some(id),
+            cid: None,
         })
     }
 

@@ -53,6 +53,7 @@ fn describe(e: PublishError) -> PostError {
             existing: Created {
                 url: Some(post_url(&urn)),
                 id: Some(urn),
+                cid: None,
             },
         },
         e @ (PublishError::Server { .. } | PublishError::Broken(_)) => PostError::InDoubt {
@@ -134,6 +135,7 @@ impl NetworkAdapter for LinkedInTarget {
         Ok(Created {
             url: urn.as_deref().map(post_url),
             id: urn,
+            cid: None,
         })
     }
 
@@ -165,6 +167,7 @@ mod tests {
                 existing: Created {
                     id: Some("urn:li:share:7".into()),
                     url: Some("https://www.linkedin.com/feed/update/urn:li:share:7/".into()),
+                    cid: None,
                 },
             }
         );

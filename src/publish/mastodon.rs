@@ -1177,7 +1177,7 @@ fn created_from(status: &Value) -> Created {
                 id.as_deref()?
             ))
         });
-    Created { id, url }
+    Created { id, url, cid: None }
 }
 
 #[async_trait]
@@ -1359,6 +1359,7 @@ impl NetworkAdapter for MastodonDryRun {
         Ok(Created {
             url: Some(format!("{}/web/statuses/{id}", self.base)),
             id: Some(id),
+            cid: None,
         })
     }
 

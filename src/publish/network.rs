@@ -123,6 +123,9 @@ pub struct Created {
     pub id: Option<String>,
     /// The public URL, when it can be built.
     pub url: Option<String>,
+    /// The network's content id of this version of the post, for networks that have one
+    /// (Bluesky's record cid); `None` for the others.
+    pub cid: Option<String>,
 }
 
 /// What went wrong, described by what it means for the post. The adapter never decides

@@ -486,6 +486,7 @@ impl TelegramChannel {
         Ok(Created {
             id: message_id.map(|id| id.to_string()),
             url,
+            cid: None,
         })
     }
 }
@@ -638,6 +639,7 @@ impl NetworkAdapter for DryRunChannel {
         Ok(Created {
             url: Some(format!("https://t.me/{name}/{id}")),
             id: Some(id),
+            cid: None,
         })
     }
 

@@ -305,6 +305,7 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
                 existing: Created {
                     id: None,
                     url: None,
+                    cid: None,
                 },
             }
         }
@@ -480,7 +481,7 @@ impl NetworkAdapter for XAdapter {
                 );
             }
             let url = id.as_deref().map(status_url);
-            return Ok(Created { id, url });
+            return Ok(Created { id, url, cid: None });
         }
         Err(answer(resp, Op::Create)
             .await
@@ -514,6 +515,7 @@ impl NetworkAdapter for XAdapter {
                     t.get("id").and_then(Value::as_str).map(|id| Created {
                         id: Some(id.to_owned()),
                         url: Some(status_url(id)),
+                        cid: None,
                     })
                 });
             if found.is_some() {
@@ -625,6 +627,7 @@ impl NetworkAdapter for XDryRun {
         Ok(Created {
             url: Some(status_url(&id)),
             id: Some(id),
+            cid: None,
         })
     }
 
@@ -877,7 +880,8 @@ mod tests {
                 network: NETWORK,
                 existing: Created {
                     id: None,
-                    url: None
+                    url: None,
+                    cid: None
                 }
             }
         );

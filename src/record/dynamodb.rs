@@ -115,6 +115,7 @@ fn record_from_item(item: &Item) -> Result<PostedRecord, StoreError> {
         source: get_s(item, "source").unwrap_or_default(),
         caption_hash: get_s(item, "caption_hash"),
         url: get_s(item, "url"),
+        cid: get_s(item, "cid"),
     })
 }
 
@@ -132,6 +133,9 @@ fn record_to_item(ns: &str, r: &PostedRecord) -> Item {
     }
     if let Some(url) = &r.url {
         item.insert("url".into(), s(url));
+    }
+    if let Some(cid) = &r.cid {
+        item.insert("cid".into(), s(cid));
     }
     item
 }

@@ -54,6 +54,9 @@ pub struct PostedRecord {
     /// The post's public URL, when the network gave one (X, the channel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The network's content id of the post as recorded (Bluesky's record cid), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cid: Option<String>,
 }
 
 /// The content of a draft as a trigger delivers it.
@@ -398,4 +401,23 @@ pub fn now_s() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record written before `cid` existed (the local store's JSON) still parses, and a
+    /// record without one writes none.
+    #[test]
+    fn records_without_a_cid_still_parse() {
+        let old = r#"{"key":"blog-x@bluesky","urn":"at://did:plc:a/app.bsky.feed.post/3k","posted_at":1,"run":"r","source":"ci","caption_hash":null,"url":"https://bsky.app/profile/did:plc:a/post/3k"}"#;
+        let mut r: PostedRecord = serde_json::from_str(old).expect("an old record parses");
+        assert_eq!(r.cid, None);
+        assert!(!serde_json::to_string(&r).expect("json").contains("cid"));
+        r.cid = Some("bafyreib".into());
+        let back: PostedRecord =
+            serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("parses");
+        assert_eq!(back.cid.as_deref(), Some("bafyreib"));
+    }
 }
