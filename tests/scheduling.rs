@@ -411,6 +411,22 @@ async fn two_hundred_due_drafts_five_racing_sweeps_paced_post_each_once() {
             "{n:?}: two posts {min:?} apart, under the gap {gap:?}"
         );
     }
+    // Each delayed target is told once, whichever sweep saw it first.
+    let notices = env.telegram.requests_for("sendMessage");
+    let mut told: BTreeMap<String, usize> = BTreeMap::new();
+    for m in &notices {
+        let text = m["text"].as_str().unwrap_or("");
+        if let Some((key, _)) = text.split_once(" is due but delayed until ") {
+            *told.entry(key.to_owned()).or_default() += 1;
+        }
+    }
+    let told_twice = told.values().filter(|n| **n > 1).count();
+    assert!(!told.is_empty(), "no delay was told");
+    assert_eq!(told_twice, 0, "targets told of their delay more than once");
+    println!(
+        "scheduled: {} targets told of a delay, each once;",
+        told.len()
+    );
     println!(
         "scheduled: {DRAFTS} drafts x 3 targets due together, {SWEEPS} racing sweeps, POSTONCE_MIN_GAP_S=0.05: posts per network {}, duplicates {twice}, lost {lost}, smallest gap at the fakes {min_gaps:?}, delayed entries reported {delayed_told}, in {took:?}",
         DRAFTS

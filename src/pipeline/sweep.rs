@@ -395,7 +395,9 @@ impl Pipeline {
         })
     }
 
-    /// Tells the owner, once, that a due draft waits for its network's next slot.
+    /// Tells the owner, once, that a due draft waits for its network's next slot: the draft is
+    /// marked told first, in a write that only one sweep can make, and then told (a notice
+    /// that is not delivered is not repeated: the delay shows in every sweep's `delayed`).
     async fn tell_delayed(
         &self,
         lane: &Lane,
@@ -405,25 +407,29 @@ impl Pipeline {
         dl: &Deadline,
         report: &mut SweepReport,
     ) {
+        if !lane
+            .note(
+                key,
+                dl,
+                &DraftUpdate::FirstReminder,
+                &[draft.status],
+                "that the owner is told of the delay",
+            )
+            .await
+        {
+            return;
+        }
         let mut outcome = Outcome::new(key, OutcomeKind::Scheduled, delayed.reason.clone());
         outcome.publish_at = Some(delayed.until.clone());
         let text = format!(
             "{key} is due but delayed until {}: {}.",
             delayed.until, delayed.reason
         );
-        if !self.tell(&text, &outcome, dl).await {
+        if self.tell(&text, &outcome, dl).await {
+            report.reminded.push(key.to_string());
+        } else {
             report.undelivered.push(key.to_string());
-            return;
         }
-        report.reminded.push(key.to_string());
-        lane.note(
-            key,
-            dl,
-            &DraftUpdate::Reminded,
-            &[draft.status],
-            "that the owner was told of the delay",
-        )
-        .await;
     }
 
     /// Tells the owner about a draft that waits for a person and has not been told yet; marks

@@ -382,7 +382,7 @@ fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
                 .set("reminded", AttributeValue::Bool(false))
                 .remove("next_retry_at");
         }
-        DraftUpdate::Reminded => {
+        DraftUpdate::Reminded | DraftUpdate::FirstReminder => {
             e.set("reminded", AttributeValue::Bool(true));
         }
         DraftUpdate::Recorded { expires_at } => {
@@ -893,6 +893,10 @@ impl RecordStore for DynamoStore {
         {
             let (a, v) = (e.name("pending_run"), e.value(s(run)));
             condition.push_str(&format!(" AND {a} = {v}"));
+        }
+        if matches!(update, DraftUpdate::FirstReminder) {
+            let (a, f) = (e.name("reminded"), e.value(AttributeValue::Bool(false)));
+            condition.push_str(&format!(" AND (attribute_not_exists({a}) OR {a} = {f})"));
         }
         let result = self
             .client

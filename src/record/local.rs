@@ -422,6 +422,9 @@ impl Folder {
                 return Ok(false);
             }
         }
+        if matches!(update, DraftUpdate::FirstReminder) && draft.reminded {
+            return Ok(false);
+        }
         apply(&mut draft, update, now);
         self.write_draft(Some(&old), &draft)?;
         Ok(true)
@@ -541,7 +544,7 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.next_retry_at = None;
             draft.reminded = false;
         }
-        DraftUpdate::Reminded => draft.reminded = true,
+        DraftUpdate::Reminded | DraftUpdate::FirstReminder => draft.reminded = true,
         DraftUpdate::Recorded { expires_at } => {
             draft.status = DraftStatus::Posted;
             draft.expires_at = Some(*expires_at);

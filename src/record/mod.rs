@@ -262,6 +262,9 @@ pub enum DraftUpdate {
     NeedsReview { error: String },
     /// The owner was told about this draft.
     Reminded,
+    /// The owner is about to be told once (a pacing delay): applied only if the draft is not
+    /// marked told yet, so of two sweeps that would tell, one does.
+    FirstReminder,
     /// A record exists: the draft is done, and expires at this time.
     Recorded { expires_at: i64 },
     /// Wait for `at` (Unix seconds): status `scheduled`, due then; told afresh.
@@ -290,7 +293,7 @@ impl DraftUpdate {
             Self::Schedule { at } => Some(Some(*at)),
             Self::Defer { until, .. } => Some(Some(*until)),
             Self::Recorded { .. } | Self::Cancel => Some(None),
-            Self::Resend { .. } | Self::Reminded => None,
+            Self::Resend { .. } | Self::Reminded | Self::FirstReminder => None,
         }
     }
 }
