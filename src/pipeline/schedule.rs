@@ -254,12 +254,15 @@ impl Lane {
             rfc(last_ms / 1000),
             rfc(until)
         );
-        // Only this run's own attempt, which was never sent, is put back.
+        // Only this run's own attempt, which was never sent, is put back. A sweep's run stays
+        // quiet about it (the sweeper tells the owner once); any other run reports it.
+        let quiet = req.source == Source::Sweep;
         let update = DraftUpdate::IfAttempt {
             run: req.run_id.clone(),
             update: Box::new(DraftUpdate::Defer {
                 until,
                 reason: reason.clone(),
+                told: !quiet,
             }),
         };
         if self
@@ -272,7 +275,9 @@ impl Lane {
             )
             .await
         {
-            return Err(scheduled_outcome(key, until, reason));
+            let mut delayed = scheduled_outcome(key, until, reason);
+            delayed.settled = quiet;
+            return Err(delayed);
         }
         Err(self.fail_after_intent(req, dl, reason, true).await)
     }

@@ -295,7 +295,7 @@ impl Pipeline {
                 continue;
             }
             if let Some(delayed) = self.paced(lane, &key, dl, &mut slot_opens).await {
-                if !draft.reminded {
+                if !draft.delay_told {
                     newly_delayed.push((lane.clone(), key.clone(), draft.clone(), delayed.clone()));
                 }
                 report.delayed.push(delayed);
@@ -411,7 +411,7 @@ impl Pipeline {
             .note(
                 key,
                 dl,
-                &DraftUpdate::FirstReminder,
+                &DraftUpdate::DelayTold,
                 &[draft.status],
                 "that the owner is told of the delay",
             )

@@ -187,6 +187,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
         created_at: get_n(item, "created_at").unwrap_or(0),
         updated_at: get_n(item, "updated_at").unwrap_or(0),
         expires_at: get_n(item, "expires_at"),
+        delay_told: get_bool(item, "delay_told").unwrap_or(false),
         publish_at: get_n(item, "publish_at"),
         due_at: get_n(item, "due_at"),
         key,
@@ -382,8 +383,11 @@ fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
                 .set("reminded", AttributeValue::Bool(false))
                 .remove("next_retry_at");
         }
-        DraftUpdate::Reminded | DraftUpdate::FirstReminder => {
+        DraftUpdate::Reminded => {
             e.set("reminded", AttributeValue::Bool(true));
+        }
+        DraftUpdate::DelayTold => {
+            e.set("delay_told", AttributeValue::Bool(true));
         }
         DraftUpdate::Recorded { expires_at } => {
             e.set("status", s(DraftStatus::Posted.as_str()))
@@ -394,13 +398,17 @@ fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::Schedule { at } => {
             e.status(ns, DraftStatus::Scheduled)
                 .set("publish_at", n(*at))
+                .remove("delay_told")
                 .set("reminded", AttributeValue::Bool(false))
                 .set("retryable", AttributeValue::Bool(true))
                 .remove("last_error")
                 .remove("next_retry_at")
                 .clear_pending();
         }
-        DraftUpdate::Defer { reason, .. } => {
+        DraftUpdate::Defer { reason, told, .. } => {
+            if *told {
+                e.set("delay_told", AttributeValue::Bool(true));
+            }
             e.status(ns, DraftStatus::Scheduled)
                 .set("last_error", s(reason))
                 .set("retryable", AttributeValue::Bool(true))
@@ -894,8 +902,8 @@ impl RecordStore for DynamoStore {
             let (a, v) = (e.name("pending_run"), e.value(s(run)));
             condition.push_str(&format!(" AND {a} = {v}"));
         }
-        if matches!(update, DraftUpdate::FirstReminder) {
-            let (a, f) = (e.name("reminded"), e.value(AttributeValue::Bool(false)));
+        if matches!(update, DraftUpdate::DelayTold) {
+            let (a, f) = (e.name("delay_told"), e.value(AttributeValue::Bool(false)));
             condition.push_str(&format!(" AND (attribute_not_exists({a}) OR {a} = {f})"));
         }
         let result = self

@@ -422,7 +422,7 @@ impl Folder {
                 return Ok(false);
             }
         }
-        if matches!(update, DraftUpdate::FirstReminder) && draft.reminded {
+        if matches!(update, DraftUpdate::DelayTold) && draft.delay_told {
             return Ok(false);
         }
         apply(&mut draft, update, now);
@@ -544,7 +544,8 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.next_retry_at = None;
             draft.reminded = false;
         }
-        DraftUpdate::Reminded | DraftUpdate::FirstReminder => draft.reminded = true,
+        DraftUpdate::Reminded => draft.reminded = true,
+        DraftUpdate::DelayTold => draft.delay_told = true,
         DraftUpdate::Recorded { expires_at } => {
             draft.status = DraftStatus::Posted;
             draft.expires_at = Some(*expires_at);
@@ -555,12 +556,14 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::Scheduled;
             draft.publish_at = Some(*at);
             draft.reminded = false;
+            draft.delay_told = false;
             draft.retryable = true;
             draft.last_error = None;
             draft.next_retry_at = None;
             draft.pending = None;
         }
-        DraftUpdate::Defer { reason, .. } => {
+        DraftUpdate::Defer { reason, told, .. } => {
+            draft.delay_told |= *told;
             draft.status = DraftStatus::Scheduled;
             draft.last_error = Some(reason.clone());
             draft.retryable = true;

@@ -184,6 +184,9 @@ pub struct Draft {
     /// change otherwise; absent once it is done (posted, cancelled). Kept by the stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at: Option<i64>,
+    /// The owner was told that pacing delays it (once per schedule; a new time clears it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delay_told: bool,
 }
 
 impl Draft {
@@ -206,6 +209,7 @@ impl Draft {
             expires_at: None,
             publish_at: None,
             due_at: (status != DraftStatus::Posted).then_some(now),
+            delay_told: false,
         }
     }
 }
@@ -262,16 +266,21 @@ pub enum DraftUpdate {
     NeedsReview { error: String },
     /// The owner was told about this draft.
     Reminded,
-    /// The owner is about to be told once (a pacing delay): applied only if the draft is not
-    /// marked told yet, so of two sweeps that would tell, one does.
-    FirstReminder,
+    /// The owner is about to be told of a pacing delay: applied only if nobody told them of
+    /// one since the draft was (re)scheduled, so of two sweeps that would tell, one does, once.
+    DelayTold,
     /// A record exists: the draft is done, and expires at this time.
     Recorded { expires_at: i64 },
     /// Wait for `at` (Unix seconds): status `scheduled`, due then; told afresh.
     Schedule { at: i64 },
     /// Pacing holds it back until `until` (Unix seconds): status `scheduled`, due then, the
-    /// reason kept in `last_error`. Its `publish_at` and whether the owner was told stay.
-    Defer { until: i64, reason: String },
+    /// reason kept in `last_error`; `told`: the run that delays it reports the delay itself,
+    /// so the owner has been told (see [`Draft::delay_told`]).
+    Defer {
+        until: i64,
+        reason: String,
+        told: bool,
+    },
     /// The owner cancelled it: status `cancelled`, out of the due index.
     Cancel,
     /// Sent again after a cancel, or sent again without a time while scheduled: an ordinary
@@ -293,7 +302,7 @@ impl DraftUpdate {
             Self::Schedule { at } => Some(Some(*at)),
             Self::Defer { until, .. } => Some(Some(*until)),
             Self::Recorded { .. } | Self::Cancel => Some(None),
-            Self::Resend { .. } | Self::Reminded | Self::FirstReminder => None,
+            Self::Resend { .. } | Self::Reminded | Self::DelayTold => None,
         }
     }
 }
