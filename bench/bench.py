@@ -137,17 +137,38 @@ def image_server(path):
     return srv.server_address[1]
 
 
+# Every process this benchmark starts, stopped on the way out whatever happens.
+STARTED = []
+
+
+def start(cmd, **kw):
+    p = subprocess.Popen(cmd, **kw)
+    STARTED.append(p)
+    return p
+
+
+def stop_all():
+    for p in STARTED:
+        if p.poll() is None:
+            p.terminate()
+    for p in STARTED:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 class Services:
     def __init__(self, ddb_dir, keep):
         self.procs, self.dir = [], tempfile.mkdtemp(prefix="postonce-bench-")
         self.keep = keep
         self.redis_port = free_port()
-        self.procs.append(subprocess.Popen(
+        self.procs.append(start(
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         self.ddb_port = free_port()
-        self.procs.append(subprocess.Popen(
+        self.procs.append(start(
             ["java", "-Xms32m", "-Xmx384m", f"-Djava.library.path={ddb_dir}/DynamoDBLocal_lib",
              "-jar", f"{ddb_dir}/DynamoDBLocal.jar", "-inMemory", "-sharedDb",
              "-disableTelemetry", "-port", str(self.ddb_port)],
@@ -161,14 +182,7 @@ class Services:
                               capture_output=True, text=True, check=True).stdout
 
     def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -198,7 +212,7 @@ class Serve:
 
     def __init__(self, binary, env, logdir, name):
         self.port = free_port()
-        self.proc = subprocess.Popen([binary, "serve", "--addr", f"127.0.0.1:{self.port}"], env=env,
+        self.proc = start([binary, "serve", "--addr", f"127.0.0.1:{self.port}"], env=env,
                                      stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(logdir, f"{name}.log"), "w"))
         wait_port(self.port, self.proc)
@@ -228,7 +242,7 @@ class Bare:
     """The bare client (bench/bare/): one line in, one run, one line out."""
 
     def __init__(self, binary, env):
-        self.proc = subprocess.Popen([binary], env=env, stdin=subprocess.PIPE,
+        self.proc = start([binary], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
         ready = self.proc.stdout.readline().strip()
         if ready != "ready":
@@ -321,25 +335,55 @@ def strip_keys(seq):
                    re.sub(r"bench-[a-z]-[0-9a-f]{6}-\d+", "<key>", s)) for s in seq]
 
 
+def timed(cmd, rss_file):
+    """`cmd` under /usr/bin/time, which writes its peak RSS: a child forked from this Python
+    process would report Python's own resident size as its ru_maxrss."""
+    return ["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd]
+
+
+def wait_child(p, t0, rss_file):
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = (time.perf_counter() - t0) * 1000
+    p.returncode = os.waitstatus_to_exitcode(status)
+    with open(rss_file) as f:
+        rss_kb = int(f.read().split()[-1])
+    return wall, rss_kb / 1024, (ru.ru_utime + ru.ru_stime) * 1000
+
+
 def cold_runs(args, svc, n):
-    walls, rss, cpu = [], [], []
+    """Exec → a full new-key dry run done → exit, for postonce (`postonce post`) and the bare
+    client (one line on stdin), alternated; wall, peak RSS and CPU of each process (the wall
+    includes /usr/bin/time's own exec, on both sides)."""
+    res = {"p": [], "b": []}
     env = aws_env(svc)
+    rss_file = os.path.join(svc.dir, "rss")
     keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
     for _ in range(n):
         _, _, f = keys.body("cold")
         cmd = [args.postonce, "post", "--kind", f["kind"], "--slug", f["slug"], "--caption",
                f["caption"], "--image", f["image_url"], "--link", f["link"], "--json"]
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(timed(cmd, rss_file), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
         out = p.stdout.read()
-        _, status, ru = os.wait4(p.pid, 0)
-        walls.append((time.perf_counter() - t0) * 1000)
-        p.returncode = os.waitstatus_to_exitcode(status)
+        res["p"].append(wait_child(p, t0, rss_file))
         if p.returncode != 0 or b'"posted"' not in out:
             raise SystemExit(f"cold run failed ({p.returncode}): {out[:300]!r}")
-        rss.append(ru.ru_maxrss / 1024)
-        cpu.append((ru.ru_utime + ru.ru_stime) * 1000)
-    return statistics.median(walls), max(rss), statistics.median(cpu)
+        _, _, f = keys.body("cold")
+        t0 = time.perf_counter()
+        p = subprocess.Popen(timed([args.bare], rss_file), env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        p.stdin.write(bare_line("new", f).encode() + b"\n")
+        p.stdin.close()
+        out = p.stdout.read()
+        res["b"].append(wait_child(p, t0, rss_file))
+        if b"ok posted" not in out:
+            raise SystemExit(f"bare cold run failed: {out[:300]!r}")
+
+    def summary(rows):
+        return (statistics.median(r[0] for r in rows), max(r[1] for r in rows),
+                statistics.median(r[2] for r in rows))
+    return summary(res["p"]), summary(res["b"])
 
 
 def stripped_size(binary):
@@ -360,6 +404,7 @@ def main():
     ap.add_argument("--ddb-dir", required=True)
     ap.add_argument("--keep", action="store_true", help="keep the logs folder")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     svc = Services(args.ddb_dir, args.keep)
     logdir = svc.dir
@@ -426,7 +471,7 @@ def main():
         local.stop()
         bare_hwm = bare.stop()
 
-        cold_ms, cold_rss, cold_cpu = cold_runs(args, svc, args.cold)
+        (cold_ms, cold_rss, cold_cpu), (bcold_ms, bcold_rss, bcold_cpu) = cold_runs(args, svc, args.cold)
         size, unstripped = stripped_size(args.postonce)
     finally:
         svc.stop()
@@ -450,10 +495,13 @@ def main():
         ("Redis round trips, new / already posted",
          f"{counts['postonce new'][0]} / {counts['postonce posted'][0]}",
          f"{counts['bare new'][0]} / {counts['bare posted'][0]}", ""),
-        (f"cold: exec → a full dry run done (median of {args.cold})", f"{cold_ms:.1f} ms", "", ""),
-        ("  CPU of a cold run (median)", f"{cold_cpu:.1f} ms", "", ""),
+        (f"cold: exec → a full new-key dry run done (median of {args.cold})", f"{cold_ms:.1f} ms",
+         f"{bcold_ms:.1f} ms", ratio(cold_ms, bcold_ms)),
+        ("  start-up beyond the bare client's cold run", f"{cold_ms - bcold_ms:+.1f} ms", "", ""),
+        ("  CPU of a cold run (median)", f"{cold_cpu:.1f} ms", f"{bcold_cpu:.1f} ms", ratio(cold_cpu, bcold_cpu)),
         ("peak RSS (cold run / serve)", f"{cold_rss:.1f} MB / {serve_hwm / 1024:.1f} MB",
-         f"— / {bare_hwm / 1024:.1f} MB", ""),
+         f"{bcold_rss:.1f} MB / {bare_hwm / 1024:.1f} MB",
+         f"{ratio(cold_rss, bcold_rss)} / {ratio(serve_hwm, bare_hwm)}"),
         ("release binary, stripped", f"{size:.1f} MB", "", ""),
     ]
     print()

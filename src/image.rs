@@ -338,7 +338,12 @@ impl ImageFetcher {
         {
             return Err(too_large());
         }
-        let mut body = BytesMut::new();
+        // Sized once from the announced length (already checked against the cap), so the
+        // body is not copied again at every doubling.
+        let mut body = BytesMut::with_capacity(
+            resp.content_length()
+                .map_or(0, |l| usize::try_from(l).unwrap_or(0)),
+        );
         while let Some(chunk) = resp
             .chunk()
             .await

@@ -5,7 +5,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread: a Lambda sandbox runs one invocation at a time, a CLI command one run, and
+    // `serve` only waits on the network (its few blocking file calls go to tokio's blocking
+    // pool). A multi-thread scheduler would start a worker per core at every cold start and
+    // hand each wake-up across threads for nothing.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -33,13 +33,14 @@ async fn respond(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
+    // Header names from hyper are already lower case (`HeaderName` normalises them).
     let headers = req
         .headers()
         .iter()
         .filter_map(|(k, v)| {
             v.to_str()
                 .ok()
-                .map(|v| (k.as_str().to_ascii_lowercase(), v.to_owned()))
+                .map(|v| (k.as_str().to_owned(), v.to_owned()))
         })
         .collect();
     let too_large = req
@@ -90,8 +91,10 @@ async fn respond(
     if response.status == 413 {
         builder = builder.header("connection", "close");
     }
+    // Serialised straight into bytes (`Value`'s Display goes through the formatter).
+    let body = serde_json::to_vec(&response.body).unwrap_or_else(|_| b"{}".to_vec());
     Ok(builder
-        .body(Full::new(Bytes::from(response.body.to_string())))
+        .body(Full::new(Bytes::from(body)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"{}")))))
 }
 

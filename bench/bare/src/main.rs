@@ -367,7 +367,8 @@ impl Bare {
     }
 }
 
-#[tokio::main]
+// The same runtime flavour as postonce's binary (src/main.rs), so the ratio compares work.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut bare = Bare::build().await?;
     let stdin = std::io::stdin();
