@@ -440,7 +440,7 @@ async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
         let Ok(key) = PostKey::parse(&d.key) else {
             continue;
         };
-        let at = d.due_at.or(d.publish_at).unwrap_or(0);
+        let at = d.goes_at().unwrap_or(0);
         let note = d.last_error.clone();
         match entries.iter_mut().find(|e| e.0 == key.draft()) {
             Some(e) => {
@@ -650,8 +650,7 @@ fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline
         Some(d) => {
             let when = match d.status {
                 crate::record::DraftStatus::Scheduled => d
-                    .due_at
-                    .or(d.publish_at)
+                    .goes_at()
                     .map(|at| format!(" for {}", crate::record::rfc3339(at)))
                     .unwrap_or_default(),
                 _ => String::new(),

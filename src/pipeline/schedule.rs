@@ -57,6 +57,18 @@ impl Pipeline {
 }
 
 impl Lane {
+    /// This network's pacing: its gap, and the least time between two slots in milliseconds
+    /// (the gap plus [`PACING_MARGIN`]); `None` when it is not paced.
+    pub(super) fn pacing(&self) -> Option<(Duration, i64)> {
+        let gap = self
+            .settings
+            .min_gap
+            .get(&self.network)
+            .copied()
+            .filter(|g| !g.is_zero())?;
+        Some((gap, millis(gap + PACING_MARGIN)))
+    }
+
     /// One target of a draft sent with a time to come.
     async fn schedule(&self, req: &PostRequest, at: i64, dl: &Deadline) -> Outcome {
         let key = &req.key;
@@ -132,16 +144,12 @@ impl Lane {
         }
         match d.status {
             DraftStatus::Cancelled => {
-                let mut o = Outcome::new(
-                    key,
-                    OutcomeKind::Cancelled,
-                    "cancelled; it is posted only if it is sent again",
-                );
+                let mut o = cancelled_outcome(key);
                 o.settled = true;
                 Some(o)
             }
             DraftStatus::Scheduled if req.action == Action::Post => {
-                let at = d.due_at.or(d.publish_at).unwrap_or(0);
+                let at = d.goes_at().unwrap_or(0);
                 (at > now_s()).then(|| {
                     let why = d
                         .last_error
@@ -213,17 +221,10 @@ impl Lane {
     /// (`scheduled`, due then) and answers so. `Ok(())`: send the create now.
     pub(super) async fn pace(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
         let key = &req.key;
-        let gap = self
-            .settings
-            .min_gap
-            .get(&self.network)
-            .copied()
-            .unwrap_or(Duration::ZERO);
-        if gap.is_zero() {
+        let Some((gap, interval)) = self.pacing() else {
             return Ok(());
-        }
+        };
         let t = self.settings.timeouts;
-        let interval = millis(gap + PACING_MARGIN);
         let slot = dl
             .work(
                 t.dynamodb,
@@ -281,6 +282,15 @@ impl Lane {
         }
         Err(self.fail_after_intent(req, dl, reason, true).await)
     }
+}
+
+/// The answer for a cancelled draft.
+pub(super) fn cancelled_outcome(key: &PostKey) -> Outcome {
+    Outcome::new(
+        key,
+        OutcomeKind::Cancelled,
+        "cancelled; it is posted only if it is sent again",
+    )
 }
 
 /// A `scheduled` answer for `at` (Unix seconds).

@@ -354,16 +354,7 @@ impl Pipeline {
         dl: &Deadline,
         slot_opens: &mut BTreeMap<Network, i64>,
     ) -> Option<Delayed> {
-        let gap = lane
-            .settings
-            .min_gap
-            .get(&lane.network)
-            .copied()
-            .unwrap_or(Duration::ZERO);
-        if gap.is_zero() {
-            return None;
-        }
-        let interval = i64::try_from((gap + PACING_MARGIN).as_millis()).unwrap_or(i64::MAX);
+        let (gap, interval) = lane.pacing()?;
         let opens = match slot_opens.get(&lane.network) {
             Some(at) => *at,
             None => {

@@ -305,18 +305,14 @@ impl Lane {
                             Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded")
                         }
                         DraftStatus::Scheduled => {
-                            let at = d.due_at.or(d.publish_at).unwrap_or(0);
+                            let at = d.goes_at().unwrap_or(0);
                             let why = d
                                 .last_error
                                 .clone()
                                 .unwrap_or_else(|| "waits for its time".into());
                             schedule::scheduled_outcome(key, at, why)
                         }
-                        DraftStatus::Cancelled => Outcome::new(
-                            key,
-                            OutcomeKind::Cancelled,
-                            "cancelled; it is posted only if it is sent again",
-                        ),
+                        DraftStatus::Cancelled => schedule::cancelled_outcome(key),
                     }
                 }
             };

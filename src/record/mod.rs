@@ -190,6 +190,12 @@ pub struct Draft {
 }
 
 impl Draft {
+    /// When a scheduled draft goes: its pacing delay if it has one, else its `publish_at`.
+    #[must_use]
+    pub fn goes_at(&self) -> Option<i64> {
+        self.due_at.or(self.publish_at)
+    }
+
     /// A draft item that holds no content yet.
     #[must_use]
     pub fn empty(key: &str, status: DraftStatus, source: Option<&str>, now: i64) -> Self {
