@@ -15,19 +15,19 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use postonce::key::PostKey;
 use postonce::publish::network::Network;
 use postonce::record::DraftStatus;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
-use sha2::Sha256;
-use support::env::{Env, Stores, CHAT, CI_SECRET, OWNER, TG_SECRET};
+use support::env::{Env, Stores, CHAT, OWNER, TG_SECRET};
 use support::linkedin::DuplicateCheck;
 use support::serve::ServeProcess;
 use support::services::free_port;
@@ -38,12 +38,6 @@ fn sized(var: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// The webhook body CI sends for `key`: a real-use caption and link ([`Env::announcement`]).

@@ -22,19 +22,19 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
 use postonce::publish::network::Network;
 use postonce::triggers::{HttpRequest, Router};
 use serde_json::{json, Value};
-use sha2::Sha256;
 use support::bluesky::Mode as BskyMode;
-use support::env::{Env, Stores, CI_SECRET};
+use support::env::{Env, Stores};
 use support::linkedin::DuplicateCheck as LinkedInCheck;
 use support::mastodon::{Mode as MastoMode, Read as MastoRead};
 use support::x::DuplicateCheck as XCheck;
@@ -164,12 +164,6 @@ async fn backdate_attempt(env: &Env, key: &PostKey, n: Network, by: Duration) {
         .send()
         .await
         .expect("the pending attempt is back-dated");
-}
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// `POST /ci`, signed, through the router every transport uses.

@@ -18,13 +18,14 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use postonce::claim::file::FileClaims;
 use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::key::PostKey;
@@ -33,8 +34,7 @@ use postonce::record::{
     DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore,
 };
 use serde_json::{json, Value};
-use sha2::Sha256;
-use support::env::{Env, CI_SECRET};
+use support::env::Env;
 use support::linkedin::DuplicateCheck;
 use support::serve::ServeProcess;
 use support::services::unique;
@@ -205,12 +205,6 @@ async fn cli_processes_racing_one_key_create_one_post_duplicate_check_off() {
         tally.get("being_posted").copied().unwrap_or(0) > 0,
         "no process ever met a held claim: the rounds did not overlap, so they proved nothing: {tally:?}"
     );
-}
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// The documented local setup: `postonce serve` takes CI webhooks while CLI processes post the

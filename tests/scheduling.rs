@@ -11,6 +11,8 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,19 +25,12 @@ use postonce::publish::network::Network;
 use postonce::record::{now_s, rfc3339, DraftStatus};
 use postonce::triggers::Router;
 use serde_json::{json, Value};
-use support::env::{Env, Stores, CHAT, CI_SECRET, OWNER, TG_SECRET};
+use support::env::{Env, Stores, CHAT, OWNER, TG_SECRET};
 use support::telegram::callback_update;
 
 /// The heavy proofs (hundreds of racing runs, 10,000 stored items) take turns: on 2 cores,
 /// running them together would turn budgets into the thing under test.
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn sign(body: &[u8]) -> String {
-    use hmac::{Hmac, Mac};
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
 
 /// A signed `POST /ci` through the router, as the Function URL and `serve` run it.
 async fn ci(env: &Env, body: &Value) -> (u16, Value) {

@@ -5,16 +5,16 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::HashMap;
 use std::io::Read;
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use postonce::key::PostKey;
 use serde_json::{json, Value};
-use sha2::Sha256;
-use support::env::{Env, Stores, CI_SECRET};
+use support::env::{Env, Stores};
 use support::linkedin::Mode;
 use support::serve::ServeProcess;
 
@@ -28,12 +28,6 @@ const FUNCTION_TIMEOUT_S: u64 = 20;
 
 /// Slack for a slow, shared machine on top of any bound the server promises.
 const SLACK: Duration = Duration::from_secs(15);
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
 
 fn ci_body(env: &Env, key: &PostKey) -> Vec<u8> {
     serde_json::to_vec(&json!({

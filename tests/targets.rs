@@ -20,20 +20,20 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
 use postonce::publish::network::Network;
 use postonce::triggers::{HttpRequest, Router};
 use serde_json::{json, Value};
-use sha2::Sha256;
-use support::env::{Env, Stores, CHANNEL, CHAT, CI_SECRET, OWNER, TG_SECRET};
+use support::env::{Env, Stores, CHANNEL, CHAT, OWNER, TG_SECRET};
 use support::linkedin::DuplicateCheck as LinkedInCheck;
 use support::services::free_port;
 use support::telegram::callback_update;
@@ -122,12 +122,6 @@ fn report_of(env: &Env, key: &PostKey) -> (i64, String, Value) {
 /// counts whole seconds and re-sends only once the age exceeds the quiet period.
 async fn past_the_quiet_period(env: &Env) {
     tokio::time::sleep(env.quiet_period() + Duration::from_millis(1_100)).await;
-}
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 fn http(path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> HttpRequest {

@@ -4,26 +4,20 @@
 
 mod support;
 
+use support::env::sign;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use postonce::budget::Deadline;
 use postonce::outcome::OutcomeKind;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
-use sha2::Sha256;
-use support::env::{Env, Stores, CHAT, CI_SECRET, OWNER, TG_SECRET};
+use support::env::{Env, Stores, CHAT, OWNER, TG_SECRET};
 use support::linkedin::Mode;
 use support::services::free_port;
 use support::telegram::{callback_update, TgMode};
-
-fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
 
 /// Serves the app's routes on a free port, as `postonce serve` does.
 async fn serve(env: &Env) -> String {

@@ -498,6 +498,15 @@ pub fn announcement(key: &PostKey) -> (String, String) {
 /// Sends every test process's logs to `target/tmp/postonce-test-logs/`, where scripts/test.sh
 /// searches them for the test secrets after the suite (the whole suite runs with recognisable
 /// secret values).
+/// The CI route's signature of `body` under the environments' `POSTONCE_WEBHOOK_SECRET`
+/// (GitHub's `X-Hub-Signature-256`: `sha256=<hex HMAC-SHA256>`).
+pub fn sign(body: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(CI_SECRET.as_bytes()).expect("key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
 pub fn capture_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
