@@ -769,3 +769,36 @@ async fn local_mode_cli_schedules_lists_and_the_sweep_posts_when_due() {
     assert_eq!(after["examined"], 0, "{after}");
     assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sweep_takes_due_drafts_oldest_first() {
+    let env = Env::start().await;
+    off(&env);
+    // Sent in one order, due in the reverse one.
+    let keys: Vec<PostKey> = (0..3).map(|_| env.key()).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let mut req = env.request(key, Some(env.announcement(key)));
+        req.publish_at = Some(now_s() + 3 - i64::try_from(i).unwrap_or(0));
+        let o = env.app.pipeline.run(req, env.deadline()).await;
+        assert_eq!(o.outcome, OutcomeKind::Scheduled, "{}", o.detail);
+    }
+    tokio::time::sleep(Duration::from_millis(3_200)).await;
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert_eq!(report.due, 3, "{report:?}");
+    let mut posts = env.linkedin.posts();
+    posts.sort_by_key(|p| p.received);
+    let order: Vec<usize> = posts
+        .iter()
+        .filter_map(|p| keys.iter().position(|k| p.commentary.contains(k.slug())))
+        .collect();
+    assert_eq!(
+        order,
+        vec![2, 1, 0],
+        "posted in the order they were due, oldest first"
+    );
+}
