@@ -79,22 +79,22 @@ class RedisProxy:
                     pass
 
 
-def _pks(obj, out):
+def _pks(obj, out, names):
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if k == "pk" and isinstance(v, dict) and "S" in v:
+            if k in names and isinstance(v, dict) and "S" in v:
                 out.append(v["S"])
             else:
-                _pks(v, out)
+                _pks(v, out, names)
     elif isinstance(obj, list):
         for v in obj:
-            _pks(v, out)
+            _pks(v, out, names)
 
 
 class DynamoProxy:
-    def __init__(self, upstream_port):
+    def __init__(self, upstream_port, key_names=("pk",)):
         proxy = self
-        self.log = []  # (operation, [pk names])
+        self.log = []  # (operation, [item keys])
         self.lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
@@ -108,7 +108,7 @@ class DynamoProxy:
                 op = self.headers.get("x-amz-target", "?").split(".")[-1]
                 pks = []
                 try:
-                    _pks(json.loads(body), pks)
+                    _pks(json.loads(body), pks, key_names)
                 except ValueError:
                     pass
                 with proxy.lock:
