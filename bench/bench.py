@@ -14,7 +14,17 @@ Phases:
    after each run. The sum of the per-task run times (/proc/<pid>/task/*/schedstat, ns) is read
    too, as a cross-check with nanosecond resolution.
 3. cold: `postonce post … --image <loopback URL>` from exec to exit (wait4: wall, rusage maxrss).
-4. peers (--peers): Powertools Idempotency (Python) and the seed design in Node, if installed.
+
+--peers adds the peers (bench/peers/), each a worker that takes one `new <key>` / `posted <key>`
+line per run: Powertools Idempotency (Python: the `idempotent` decorator with
+DynamoDBPersistenceLayer, table peer-powertools) and the seed design in Node (SET claim NX EX 120,
+consistent GetItem of the record, conditional PutItem if absent, compare-and-delete release by
+EVALSHA; table peer-seed). bench/peers/install.sh installs them on first use (pinned:
+requirements.txt into bench/peers/.venv, package-lock.json into bench/peers/node_modules); a peer
+that cannot be installed is left out, saying so. Against the same servers, each peer is counted
+through its own proxies in phase 1, runs in phase 2's shuffled loop (the CPU of its worker
+process, same warm-up), and in phase 3 makes cold runs (`--once <key>`: exec → one new-key run →
+exit); the table gets its column and postonce ÷ peer.
 """
 import argparse
 import hashlib
@@ -262,6 +272,72 @@ class Bare:
         return hwm
 
 
+PEERS_DIR = os.path.join(ROOT, "bench", "peers")
+# name: (column label, install.sh argument, command, table, key-name letter)
+PEERS = {
+    "powertools": ("Powertools Idempotency (Python, DynamoDB)", "powertools",
+                   [os.path.join(PEERS_DIR, ".venv", "bin", "python"),
+                    os.path.join(PEERS_DIR, "powertools_peer.py")], "peer-powertools", "t"),
+    "node seed": ("the seed design in Node (Redis + DynamoDB)", "node",
+                  ["node", os.path.join(PEERS_DIR, "seed.js")], "peer-seed", "n"),
+}
+
+
+def install_peers():
+    """The peers whose install (bench/peers/install.sh, first use only) worked."""
+    ok = []
+    for name, (label, what, *_rest) in PEERS.items():
+        if subprocess.run([os.path.join(PEERS_DIR, "install.sh"), what]).returncode == 0:
+            ok.append(name)
+        else:
+            print(f"--peers: {label} could not be installed (see above); its columns are left out",
+                  flush=True)
+    return ok
+
+
+def peer_versions():
+    with open(os.path.join(PEERS_DIR, "requirements.txt")) as f:
+        py = dict(line.strip().split("==") for line in f if "==" in line)
+    with open(os.path.join(PEERS_DIR, "package.json")) as f:
+        js = json.load(f)["dependencies"]
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"powertools": f"aws-lambda-powertools {py['aws_lambda_powertools']}, boto3 {py['boto3']}, "
+                          f"Python {sys.version.split()[0]}",
+            "node seed": f"redis {js['redis']}, @aws-sdk/client-dynamodb "
+                         f"{js['@aws-sdk/client-dynamodb']}, Node {node}"}
+
+
+def peer_env(svc, name, redis_port=None, ddb_port=None):
+    env = aws_env(svc, redis_port, ddb_port)
+    env["PEER_TABLE"] = PEERS[name][3]
+    return env
+
+
+class Peer:
+    """A peer's worker (bench/peers/): `new <key>` or `posted <key>` in, `ok <outcome>` out."""
+
+    def __init__(self, name, env, logdir, tag):
+        self.name = name
+        self.proc = start(PEERS[name][2], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=open(os.path.join(logdir, f"{PEERS[name][1]}-{tag}.log"), "w"),
+                          text=True, bufsize=1)
+        ready = self.proc.stdout.readline().strip()
+        if ready != "ready":
+            raise SystemExit(f"{name} peer did not start ({ready!r}); see its log in {logdir}")
+
+    def run(self, kind, key):
+        self.proc.stdin.write(f"{kind} {key}\n")
+        out = self.proc.stdout.readline().strip()
+        if out != ("ok posted" if kind == "new" else "ok already_posted"):
+            raise SystemExit(f"{self.name} peer: {kind} {key} → {out!r}")
+
+    def stop(self):
+        hwm = vm_hwm_kb(self.proc.pid)
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        return hwm
+
+
 class Keys:
     def __init__(self, image_url):
         self.n, self.tag, self.image_url = 0, "%06x" % random.getrandbits(24), image_url
@@ -328,11 +404,44 @@ def counting_phase(args, svc, logdir):
     return result
 
 
+def peer_counting(args, svc, logdir, names):
+    """The counting phase for the peers: each one's requests through its own counting proxies
+    (DynamoDB item keys `pk`, and Powertools' `id`)."""
+    rp, dp = RedisProxy(svc.redis_port), DynamoProxy(svc.ddb_port, key_names=("pk", "id"))
+    keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
+    result = {}
+    for name in names:
+        peer = Peer(name, peer_env(svc, name, rp.port, dp.port), logdir, "counting")
+        seqs = {"new": [], "posted": []}
+        try:
+            for _ in range(args.count_runs + 1):  # the first pair warms connections and scripts
+                key = keys.body(PEERS[name][4])[0]
+                for kind in ("new", "posted"):
+                    r0, d0 = len(rp.log), len(dp.log)
+                    peer.run(kind, key)
+                    time.sleep(0.05)  # let the proxies log the last chunk
+                    seqs[kind].append(([" + ".join(c) for c in rp.log[r0:]],
+                                       [f"{op}({', '.join(p)})" for op, p in dp.log[d0:]]))
+        finally:
+            peer.stop()
+        for kind, runs in seqs.items():
+            steady = runs[1:]
+            result[f"{name} {kind}"] = (statistics.median(len(s[0]) for s in steady),
+                                        statistics.median(len(s[1]) for s in steady), steady[-1])
+    return result
+
+
 def strip_keys(seq):
     """A sequence with the key names generalised, to compare postonce's and the bare client's."""
     import re
     return [re.sub(r"caption:[0-9a-f]{64}", "caption:<hash>",
                    re.sub(r"bench-[a-z]-[0-9a-f]{6}-\d+", "<key>", s)) for s in seq]
+
+
+def strip_peer_keys(seq):
+    """strip_keys, and Powertools' hashed idempotency key (<function>#<md5 of the key>)."""
+    import re
+    return [re.sub(r"#[0-9a-f]{32}\b", "#<md5>", s) for s in strip_keys(seq)]
 
 
 def timed(cmd, rss_file):
@@ -350,11 +459,11 @@ def wait_child(p, t0, rss_file):
     return wall, rss_kb / 1024, (ru.ru_utime + ru.ru_stime) * 1000
 
 
-def cold_runs(args, svc, n):
-    """Exec → a full new-key dry run done → exit, for postonce (`postonce post`) and the bare
-    client (one line on stdin), alternated; wall, peak RSS and CPU of each process (the wall
-    includes /usr/bin/time's own exec, on both sides)."""
-    res = {"p": [], "b": []}
+def cold_runs(args, svc, n, peers=()):
+    """Exec → a full new-key dry run done → exit, for postonce (`postonce post`), the bare
+    client (one line on stdin) and each peer (`--once <key>`), alternated; wall, peak RSS and
+    CPU of each process (the wall includes /usr/bin/time's own exec, on every side)."""
+    res = {"p": [], "b": [], **{name: [] for name in peers}}
     env = aws_env(svc)
     rss_file = os.path.join(svc.dir, "rss")
     keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
@@ -379,11 +488,21 @@ def cold_runs(args, svc, n):
         res["b"].append(wait_child(p, t0, rss_file))
         if b"ok posted" not in out:
             raise SystemExit(f"bare cold run failed: {out[:300]!r}")
+        for name in peers:
+            key = keys.body(PEERS[name][4])[0]
+            t0 = time.perf_counter()
+            p = subprocess.Popen(timed([*PEERS[name][2], "--once", key], rss_file),
+                                 env=peer_env(svc, name), stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+            out = p.stdout.read()
+            res[name].append(wait_child(p, t0, rss_file))
+            if p.returncode != 0 or out.strip() != b"ok posted":
+                raise SystemExit(f"{name} cold run failed ({p.returncode}): {out[:300]!r}")
 
     def summary(rows):
         return (statistics.median(r[0] for r in rows), max(r[1] for r in rows),
                 statistics.median(r[2] for r in rows))
-    return summary(res["p"]), summary(res["b"])
+    return summary(res["p"]), summary(res["b"]), {name: summary(res[name]) for name in peers}
 
 
 def stripped_size(binary):
@@ -405,6 +524,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the logs folder")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    peers = install_peers() if args.peers else []
 
     svc = Services(args.ddb_dir, args.keep)
     logdir = svc.dir
@@ -413,6 +533,13 @@ def main():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"servers: redis-server :{svc.redis_port}, DynamoDB Local :{svc.ddb_port}, "
               f"image :{svc.image_port}; logs in {logdir}", flush=True)
+        for name in list(peers):
+            r = subprocess.run([*PEERS[name][2], "--create-table"], env=peer_env(svc, name),
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"--peers: {name}: its table could not be created, its columns are left "
+                      f"out:\n{r.stderr.strip()[-600:]}", flush=True)
+                peers.remove(name)
 
         counts = counting_phase(args, svc, logdir)
         for name in ("postonce new", "bare new", "postonce posted", "bare posted"):
@@ -425,6 +552,12 @@ def main():
                     and counts[f"postonce {kind}"][3] == counts[f"bare {kind}"][3])
             print(f"  the bare client's {kind}-key requests are postonce's: {'yes' if same else 'NO'}",
                   flush=True)
+        if peers:
+            counts.update(peer_counting(args, svc, logdir, peers))
+            for name in (f"{n} {kind}" for kind in ("new", "posted") for n in peers):
+                r, d, (rseq, dseq) = counts[name]
+                print(f"  {name:17} Redis {r} [{'; '.join(strip_peer_keys(rseq))}]", flush=True)
+                print(f"  {'':17} DynamoDB {d} [{'; '.join(strip_peer_keys(dseq))}]", flush=True)
 
         env = aws_env(svc)
         serve = Serve(args.postonce, env, logdir, "serve")
@@ -438,6 +571,9 @@ def main():
         cpu = {n: Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
                                       ("b new", bare.proc.pid), ("b posted", bare.proc.pid),
                                       ("l new", local.proc.pid)]}
+        workers = {n: Peer(n, peer_env(svc, n), logdir, "cpu") for n in peers}
+        for n, w in workers.items():
+            cpu[f"{n} new"], cpu[f"{n} posted"] = Cpu(w.proc.pid), Cpu(w.proc.pid)
         warm = max(20, args.runs // 50)
         t_start = time.time()
         for i in range(warm + args.runs):
@@ -452,6 +588,9 @@ def main():
                 ("l", lambda: (cpu["l new"] if i >= warm else Cpu(local.proc.pid)).measure(
                     lambda: expect(*local.post(lbody), "posted", "local new"))),
             ]
+            wkeys = {n: keys.body(PEERS[n][4])[0] for n in workers}
+            steps += [(n, lambda n=n, w=w: (cpu[f"{n} new"] if i >= warm else Cpu(w.proc.pid)).measure(
+                lambda: w.run("new", wkeys[n]))) for n, w in workers.items()]
             random.shuffle(steps)
             for _, step in steps:
                 step()
@@ -461,6 +600,8 @@ def main():
                 lambda: (cpu["b posted"] if i >= warm else Cpu(bare.proc.pid)).measure(
                     lambda: bare.run(bare_line("posted", bfields))),
             ]
+            steps += [lambda n=n, w=w: (cpu[f"{n} posted"] if i >= warm else Cpu(w.proc.pid)).measure(
+                lambda: w.run("posted", wkeys[n])) for n, w in workers.items()]
             random.shuffle(steps)
             for step in steps:
                 step()
@@ -470,8 +611,10 @@ def main():
         serve_hwm = serve.stop()
         local.stop()
         bare_hwm = bare.stop()
+        peer_hwm = {n: w.stop() for n, w in workers.items()}
 
-        (cold_ms, cold_rss, cold_cpu), (bcold_ms, bcold_rss, bcold_cpu) = cold_runs(args, svc, args.cold)
+        (cold_ms, cold_rss, cold_cpu), (bcold_ms, bcold_rss, bcold_cpu), peer_cold = cold_runs(
+            args, svc, args.cold, peers)
         size, unstripped = stripped_size(args.postonce)
     finally:
         svc.stop()
@@ -507,19 +650,44 @@ def main():
     print()
     print(f"postonce benchmark: {args.runs} runs per kind, interleaved; CPU = utime+stime from "
           f"/proc/<pid>/stat (tick {1000 // TICK} ms) summed over the runs ÷ runs")
+    def peer_cells(n):
+        """Two cells per row for peer n: its value, and postonce ÷ it."""
+        new, posted = cpu[f"{n} new"], cpu[f"{n} posted"]
+        c_ms, c_rss, c_cpu = peer_cold[n]
+        hwm = peer_hwm[n]
+        return [
+            (f"{new.ms():.2f} ms", ratio(pn.ms(), new.ms())),
+            (f"{posted.ms():.2f} ms", ratio(pp.ms(), posted.ms())),
+            (f"{new.ns_ms():.2f} / {posted.ns_ms():.2f} ms",
+             f"{ratio(pn.ns_ms(), new.ns_ms())} / {ratio(pp.ns_ms(), posted.ns_ms())}"),
+            ("", ""),
+            (f"{new.wall / new.runs * 1000:.2f} / {posted.wall / posted.runs * 1000:.2f} ms", ""),
+            (f"{counts[f'{n} new'][1]} / {counts[f'{n} posted'][1]}", ""),
+            (f"{counts[f'{n} new'][0]} / {counts[f'{n} posted'][0]}", ""),
+            (f"{c_ms:.1f} ms", ratio(cold_ms, c_ms)),
+            (f"{c_ms - bcold_ms:+.1f} ms", ""),
+            (f"{c_cpu:.1f} ms", ratio(cold_cpu, c_cpu)),
+            (f"{c_rss:.1f} MB / {hwm / 1024:.1f} MB", f"{ratio(cold_rss, c_rss)} / {ratio(serve_hwm, hwm)}"),
+            ("", ""),
+        ]
+
+    extra = [peer_cells(n) for n in peers]
+    if peers:
+        versions = peer_versions()
+        print("peers (bench/peers/): " + "; ".join(f"{PEERS[n][0]}: {versions[n]}" for n in peers)
+              + ". A peer's CPU is its worker's, measured the same way in the same shuffled loop; "
+              "its cold run is `--once <key>`, exec to exit; its peak RSS is cold run / worker.")
     print()
-    print("| | postonce | bare client | postonce ÷ bare |")
-    print("|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
-    if args.peers:
-        peers = os.path.join(ROOT, "bench", "peers", "run_peers.sh")
+    head = ["postonce", "bare client", "postonce ÷ bare"]
+    for n in peers:
+        head += [PEERS[n][0], f"postonce ÷ {n}"]
+    print("| | " + " | ".join(head) + " |")
+    print("|---|" + "---|" * len(head))
+    for i, r in enumerate(rows):
+        print("| " + " | ".join([*r, *(c for cells in extra for c in cells[i])]) + " |")
+    if args.peers and not peers:
         print()
-        if os.path.exists(peers):
-            subprocess.run([peers, str(args.runs)], check=False)
-        else:
-            print("--peers: the peers are not in this version of the benchmark (bench/peers/ is "
-                  "absent); see README \"Performance\"")
+        print("--peers: no peer could be installed or started (see above)")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,12 @@
 # Usage: bench/run.sh [--runs N] [--cold N] [--count-runs N] [--peers] [--keep]
 #   --runs N    CPU-phase iterations per kind (default 2000)
 #   --cold N    cold runs for the start-up median (default 20)
-#   --peers     also run Powertools Idempotency (Python) and the Node seed design, installed
-#               from PyPI / npm into bench/peers/.venv and bench/peers/node_modules on first use
+#   --peers     also run the peers (bench/peers/) in the same run, against the same servers:
+#               Powertools Idempotency (Python, DynamoDB) and the seed design in Node (Redis +
+#               DynamoDB), counted, interleaved in the CPU loop and cold-started like postonce;
+#               the table gets their columns and postonce ÷ peer. Installed on first use by
+#               bench/peers/install.sh (pinned, PyPI into bench/peers/.venv, npm into
+#               bench/peers/node_modules); a peer whose install fails is left out, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
