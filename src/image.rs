@@ -303,6 +303,18 @@ impl ImageFetcher {
         Ok(Self { http, policy })
     }
 
+    /// Whether `source` may be fetched at all (the origin policy), before anything is sent
+    /// anywhere: a refused URL costs no call to any network.
+    ///
+    /// # Errors
+    /// [`ImageError::Refused`] naming why.
+    pub fn vet_source(&self, source: &str) -> Result<(), ImageError> {
+        if source.starts_with('/') {
+            return Ok(());
+        }
+        self.policy.check(source).map(|_| ())
+    }
+
     /// Fetches an image URL (streamed, capped) or reads a local file (CLI drafts only:
     /// their image is an absolute path).
     ///

@@ -785,3 +785,53 @@ async fn post_anyway_never_overtakes_a_resend_in_flight() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(env.linkedin.posts_created(), 1);
 }
+
+/// Rule 2 when the draft's state is read before the claim: a draft item gone (DynamoDB's TTL
+/// removes a posted draft after 30 days; the record never expires) and the draft sent again.
+/// Its write creates a fresh `new` draft, so the run goes straight to its intent, and the
+/// intent's condition on the record is what stops it. LinkedIn's duplicate check is off: a
+/// second create would be a second post. Both stores.
+#[tokio::test]
+async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record() {
+    for stores in [Stores::Real, Stores::Local] {
+        let env = Env::with(stores, &[]).await;
+        env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+        let key = env.key();
+        assert_eq!(
+            env.post(&key, "Posted long ago").await.outcome,
+            OutcomeKind::Posted
+        );
+        match stores {
+            Stores::Real => {
+                env.dynamo_client()
+                    .delete_item()
+                    .table_name(env.vars["POSTONCE_TABLE"].clone())
+                    .key(
+                        "pk",
+                        aws_sdk_dynamodb::types::AttributeValue::S(format!("draft:{key}")),
+                    )
+                    .send()
+                    .await
+                    .expect("delete the draft item");
+            }
+            Stores::Local => {
+                let dir = std::path::Path::new(&env.vars["POSTONCE_DATA_DIR"]);
+                std::fs::remove_file(dir.join("drafts").join(format!("{key}.json")))
+                    .expect("remove the draft file");
+            }
+        }
+        let again = env.post(&key, "Posted long ago").await;
+        assert_eq!(
+            again.outcome,
+            OutcomeKind::AlreadyPosted,
+            "{stores:?}: {again:?}"
+        );
+        assert_eq!(env.linkedin.posts_created(), 1, "{stores:?}: posted twice");
+        assert_eq!(env.linkedin.create_requests(), 1, "{stores:?}");
+        // The draft is marked done again, with the record's copy: the next delivery is
+        // answered from its one write.
+        let draft = env.status(&key).await.snapshot.draft.expect("draft");
+        assert_eq!(draft.status, DraftStatus::Posted, "{stores:?}");
+        assert!(draft.record.is_some(), "{stores:?}: no record copy");
+    }
+}

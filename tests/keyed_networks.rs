@@ -145,15 +145,8 @@ async fn run_on(env: &Env, key: &PostKey, content: Option<bool>, n: Network) -> 
 /// `pending_at` in DynamoDB, as if the attempt had been made that much earlier. Together with
 /// the fake's clock moved forward, this is an hour passing for both sides.
 async fn backdate_attempt(env: &Env, key: &PostKey, n: Network, by: Duration) {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
     use aws_sdk_dynamodb::types::AttributeValue;
-    let conf = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(env.vars["AWS_ENDPOINT_URL_DYNAMODB"].clone())
-        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(conf);
+    let client = env.dynamo_client();
     client
         .update_item()
         .table_name(env.vars["POSTONCE_TABLE"].clone())

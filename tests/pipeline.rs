@@ -142,7 +142,8 @@ async fn posts_then_answers_already_posted() {
 
 /// Rule 6: LinkedIn accepted, the record write failed (DynamoDB stopped) → posted_not_recorded,
 /// the claim kept with the URN and a long TTL; an instant second run does not post; once
-/// DynamoDB is back a run repairs the record. Exactly one create-post throughout.
+/// DynamoDB is back the record is there (the write that seemed to fail landed) or a run repairs
+/// it. Exactly one create-post throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     let dynamo = DynamoProcess::start();
@@ -195,11 +196,17 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     let third = env.retry(&key).await;
     assert_eq!(third.outcome, OutcomeKind::AlreadyPosted, "{third:?}");
     assert_eq!(third.urn.as_deref(), Some(urn.as_str()));
+    // The record write that seemed to fail landed once DynamoDB resumed: the Retry is answered
+    // from the record, with no Redis call, and the kept claim is left to its TTL. It can stop
+    // no run: each meets the record first.
     assert_eq!(
         claim_value(&env, &key),
-        "",
-        "repaired: the kept claim is dropped"
+        format!("posted:{urn}"),
+        "the kept claim is left to its TTL"
     );
+    let again = env.post(&key, "Recorded later").await;
+    assert_eq!(again.outcome, OutcomeKind::AlreadyPosted, "{again:?}");
+    assert_eq!(again.urn.as_deref(), Some(urn.as_str()));
     let st = env.status(&key).await;
     assert_eq!(st.snapshot.record.and_then(|r| r.urn), Some(urn));
     let fourth = env.retry(&key).await;
@@ -610,7 +617,12 @@ async fn bad_images_are_refused_and_nothing_is_posted() {
         0,
         "the disallowed host was never contacted"
     );
-    assert_eq!(env.linkedin.total_requests().await, 0);
+    // The image and initializeUpload go out together, so each image refused after it was
+    // fetched (six) cost one upload slot, which LinkedIn lets expire; a URL the policy refuses
+    // cost nothing. Nothing was uploaded or posted.
+    assert_eq!(env.linkedin.init_requests(), 6);
+    assert_eq!(env.linkedin.create_requests(), 0);
+    assert_eq!(env.linkedin.total_requests().await, 6);
 
     let key = env.key();
     let o = env
@@ -805,10 +817,13 @@ fn redis_calls(env: &Env) -> u64 {
         .sum()
 }
 
-/// Round trips per run, counted at the real servers and the fakes: happy path Redis 2, DynamoDB
-/// 4 (draft, check, intent, record), LinkedIn 3, image 1; already-posted (a Retry): Redis 1,
-/// DynamoDB 1 — a record never expires, so finding it is final and needs no claim; the one
-/// Redis call drops a claim kept for that post, if any.
+/// Round trips per run, counted at the real servers and the fakes (issue 12's floor):
+/// - a new key: Redis 2 (claim, release), DynamoDB 3 (the draft's write, which returns the
+///   draft; the intent, whose conditions are the check under the claim; the record), LinkedIn
+///   3, image 1;
+/// - the same draft sent again once posted: Redis 0, DynamoDB 1 — the draft's write finds the
+///   record's copy, and a record never expires, so finding it is final and needs no claim;
+/// - a Retry once posted: Redis 0, DynamoDB 1 (the read that finds the record).
 #[tokio::test]
 async fn round_trips_per_run() {
     let env = Env::start().await;
@@ -816,26 +831,89 @@ async fn round_trips_per_run() {
     // Warm up connections and load the release script once.
     env.post(&env.key(), "warm-up").await;
     let key = env.key();
-    env.redis().cli(&["CONFIG", "RESETSTAT"]);
-    let (d0, l0, i0) = (
-        dynamo.requests_sent(),
-        env.linkedin.total_requests().await,
-        env.images.total_hits().await,
-    );
+    let count = |env: &Env| {
+        env.redis().cli(&["CONFIG", "RESETSTAT"]);
+    };
+    let calls = async |env: &Env, d0: u64, l0: usize, i0: usize| {
+        (
+            redis_calls(env),
+            dynamo.requests_sent() - d0,
+            env.linkedin.total_requests().await - l0,
+            env.images.total_hits().await - i0,
+        )
+    };
+    let marks = async |env: &Env| {
+        count(env);
+        (
+            dynamo.requests_sent(),
+            env.linkedin.total_requests().await,
+            env.images.total_hits().await,
+        )
+    };
+    let (d0, l0, i0) = marks(&env).await;
     assert_eq!(env.post(&key, "Counted").await.outcome, OutcomeKind::Posted);
-    let happy = (
-        redis_calls(&env),
-        dynamo.requests_sent() - d0,
-        env.linkedin.total_requests().await - l0,
-        env.images.total_hits().await - i0,
+    let happy = calls(&env, d0, l0, i0).await;
+    let (d0, l0, i0) = marks(&env).await;
+    assert_eq!(
+        env.post(&key, "Counted").await.outcome,
+        OutcomeKind::AlreadyPosted
     );
-    env.redis().cli(&["CONFIG", "RESETSTAT"]);
-    let d1 = dynamo.requests_sent();
+    let again = calls(&env, d0, l0, i0).await;
+    let (d0, l0, i0) = marks(&env).await;
     assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
-    let already = (redis_calls(&env), dynamo.requests_sent() - d1);
-    println!("round trips: happy path Redis {}, DynamoDB {}, LinkedIn {}, image {}; already-posted Redis {}, DynamoDB {}", happy.0, happy.1, happy.2, happy.3, already.0, already.1);
-    assert_eq!(happy, (2, 4, 3, 1));
-    assert_eq!(already, (1, 1));
+    let retry = calls(&env, d0, l0, i0).await;
+    println!("round trips (Redis, DynamoDB, LinkedIn, image): new key {happy:?}; sent again once posted {again:?}; Retry once posted {retry:?}");
+    assert_eq!(happy, (2, 3, 3, 1));
+    assert_eq!(again, (0, 1, 0, 0));
+    assert_eq!(retry, (0, 1, 0, 0));
+}
+
+/// The image download and LinkedIn's initializeUpload do not depend on each other, so they go
+/// out together (issue 12): the image host here holds its answer until LinkedIn has been
+/// asked for its upload slot. A run that fetched first would keep it waiting for 1.2 s and the
+/// assertion below would fail; the run posts either way.
+#[tokio::test]
+async fn the_image_fetch_and_initialize_upload_overlap() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let host = format!("http://{addr}");
+    let env = Env::with(Stores::Real, &[("POSTONCE_IMAGE_HOSTS", host.as_str())]).await;
+    let linkedin = env.linkedin.clone();
+    let waited = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.expect("accept");
+        let mut buf = [0u8; 4096];
+        let _ = sock.read(&mut buf).await;
+        let t0 = Instant::now();
+        let mut asked = false;
+        while t0.elapsed() < Duration::from_millis(1200) {
+            if linkedin.total_requests().await > 0 {
+                asked = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let png = support::images::png_bytes();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            png.len()
+        );
+        let _ = sock.write_all(head.as_bytes()).await;
+        let _ = sock.write_all(&png).await;
+        asked
+    });
+    let key = env.key();
+    let outcome = env
+        .post_image(&key, "Overlapped", &format!("{host}/cover.png"))
+        .await;
+    assert_eq!(outcome.outcome, OutcomeKind::Posted, "{}", outcome.detail);
+    assert!(
+        waited.await.expect("image host"),
+        "the image was fetched before initializeUpload was sent: they do not overlap"
+    );
+    assert_eq!(env.linkedin.posts().len(), 1);
 }
 
 /// A connection reset after the request was sent is ambiguous for create-post and transient

@@ -438,11 +438,12 @@ async fn cancel_racing_the_sweep_is_posted_once_or_cancelled_never_both() {
     let keys: Vec<PostKey> = (0..DRAFTS).map(|_| env.key()).collect();
     for key in &keys {
         let mut req = env.request(key, Some(env.announcement(key)));
-        req.publish_at = Some(now_s() + 1);
+        // Two seconds ahead: one could pass its whole-second time before the run looks.
+        req.publish_at = Some(now_s() + 2);
         let o = env.app.pipeline.run(req, env.deadline()).await;
         assert_eq!(o.outcome, OutcomeKind::Scheduled, "{}", o.detail);
     }
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
     let sweeper = env.another_app().await;
     let canceller = env.another_app().await;
     // The first index query warms DynamoDB Local up (a second or so): not part of the race.
@@ -539,16 +540,7 @@ async fn the_sweep_reads_the_due_drafts_through_the_index_not_the_table() {
     off(&env);
     let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
     let table = env.vars["POSTONCE_TABLE"].clone();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::new()
-            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-            .endpoint_url(&env.vars["AWS_ENDPOINT_URL_DYNAMODB"])
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .build(),
-    );
+    let client = env.dynamo_client();
     // 10,000 stored drafts, as a busy blog holds them: half posted (out of the index), half
     // scheduled for next month (in the index, not due).
     let s = |v: &str| AttributeValue::S(v.to_owned());
@@ -616,13 +608,14 @@ async fn the_sweep_reads_the_due_drafts_through_the_index_not_the_table() {
     let keys: Vec<PostKey> = (0..DUE).map(|_| env.key()).collect();
     for key in &keys {
         let mut req = env.request(key, Some(env.announcement(key)));
-        req.publish_at = Some(now_s() + 1);
+        // Two seconds ahead: one could pass its whole-second time before the run looks.
+        req.publish_at = Some(now_s() + 2);
         assert_eq!(
             env.app.pipeline.run(req, env.deadline()).await.outcome,
             OutcomeKind::Scheduled
         );
     }
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
     let before = dynamo.due_items_read();
     let listed = env
         .app

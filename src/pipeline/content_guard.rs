@@ -49,39 +49,23 @@ pub fn full_text(content: &DraftContent) -> String {
 }
 
 impl Lane {
-    /// Refuses a caption (normalized) that is already posted under another key, offering the
-    /// owner *Post anyway*. `hash_hint`: the hash whose owner `snapshot` was loaded with.
-    pub(super) async fn content_guard(
+    /// The answer when the intent found the caption (normalized) already posted under
+    /// `other`: refused, offering the owner *Post anyway*. The check itself is a condition of
+    /// the intent write ([`RecordStore::take_intent`]), so it is made while the claim is held
+    /// and nothing can post the caption between the check and the attempt.
+    pub(super) async fn caption_taken(
         &self,
         key: &PostKey,
         dl: &Deadline,
-        content: &DraftContent,
-        snapshot: &Snapshot,
-        hash_hint: Option<&str>,
-    ) -> Option<(Outcome, Finish)> {
-        let hash = self.text_hash(content);
-        let owner = if hash_hint == Some(hash.as_str()) {
-            Ok(snapshot.caption_owner.clone())
-        } else {
-            let t = self.settings.timeouts;
-            flatten_value(dl.work(t.dynamodb, self.records.caption_owner(&hash)).await)
-        };
-        match owner {
-            Err(e) => Some((
-                failed(key, true, format!("{e}; nothing was posted")),
-                Finish::Release,
-            )),
-            Ok(Some(other)) if other != key.to_string() => {
-                let why = format!(
-                    "this caption was already posted as {other}; press Post anyway if {key} should carry it too"
-                );
-                let attempts = snapshot.draft.as_ref().map_or(0, |d| d.attempts);
-                let (mut outcome, finish) = self.fail(key, dl, why, false, attempts, None).await;
-                outcome.offer_force = true;
-                Some((outcome, finish))
-            }
-            Ok(_) => None,
-        }
+        other: &str,
+        attempts: u32,
+    ) -> (Outcome, Finish) {
+        let why = format!(
+            "this caption was already posted as {other}; press Post anyway if {key} should carry it too"
+        );
+        let (mut outcome, finish) = self.fail(key, dl, why, false, attempts, None).await;
+        outcome.offer_force = true;
+        (outcome, finish)
     }
 }
 

@@ -1,5 +1,7 @@
-//! The decision under the claim (DESIGN.md rule 2): the record is read while the claim is held,
-//! and only a key with no record goes on to be published, reconciled or confirmed.
+//! The decision under the claim (DESIGN.md rule 2): the record is checked while the claim is
+//! held, and only a key with no record goes on to be published, reconciled or confirmed. A
+//! record found before the claim (the draft's write returns its copy, or a run's plan reads it)
+//! is final, since a record never expires: that run needs no claim at all.
 
 use super::*;
 
@@ -12,15 +14,17 @@ impl Lane {
 
     /// A recorded target: answered from its record, which never expires, so finding it is
     /// final and needs no claim. A draft stored again after its record (a redelivery after the
-    /// draft expired) is marked done, so the sweeper leaves it alone.
+    /// draft expired) is marked done, with the record's copy, so the sweeper leaves it alone
+    /// and the next delivery is answered from its one write. `mark`: the draft may not say so
+    /// yet.
     pub(super) async fn already(
         &self,
         key: &PostKey,
         dl: &Deadline,
         record: &PostedRecord,
-        draft: Option<&Draft>,
+        mark: bool,
     ) -> Outcome {
-        if draft.is_some_and(|d| d.status != DraftStatus::Posted) {
+        if mark {
             let expires_at =
                 now_s() + i64::try_from(self.settings.draft_expiry.as_secs()).unwrap_or(0);
             let open = [
@@ -29,14 +33,11 @@ impl Lane {
                 DraftStatus::Unknown,
                 DraftStatus::NeedsReview,
             ];
-            self.note(
-                key,
-                dl,
-                &DraftUpdate::Recorded { expires_at },
-                &open,
-                "the record",
-            )
-            .await;
+            let update = DraftUpdate::Recorded {
+                expires_at,
+                record: Box::new(record.clone()),
+            };
+            self.note(key, dl, &update, &open, "the record").await;
         }
         let how = match record.source.as_str() {
             "owner" => "confirmed by the owner",
@@ -56,12 +57,19 @@ impl Lane {
         outcome
     }
 
-    /// The run while it holds the claim.
+    /// The run while it holds the claim. `seen`: the draft as read before the claim (stored
+    /// by this run's trigger, or read when its run was planned).
+    ///
+    /// A plain post of a draft no attempt is out for goes straight on to its intent: the
+    /// checks that decide it (no record, the caption not another key's, the draft still in
+    /// the state read) are the intent write's own conditions, made in one request while the
+    /// claim is held (rule 2). Everything else reads the record and the draft again here.
     pub(super) async fn claimed(
         &self,
         req: &PostRequest,
         dl: &Deadline,
         progress: &Progress,
+        seen: Option<Draft>,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let t = self.settings.timeouts;
@@ -69,18 +77,27 @@ impl Lane {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let hash_hint = req.content.as_ref().map(|c| self.text_hash(c));
-        let loaded = dl
-            .work(t.dynamodb, self.records.load(key, hash_hint.as_deref()))
-            .await;
-        let snapshot = match flatten_value(loaded) {
-            Ok(s) => s,
-            Err(e) => {
-                return (
-                    failed(key, true, format!("{e}; nothing was posted")),
-                    Finish::Release,
+        let direct = seen.filter(|d| {
+            req.action == Action::Post
+                && matches!(
+                    d.status,
+                    DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
                 )
-            }
+        });
+        let snapshot = match direct {
+            Some(draft) => Snapshot {
+                draft: Some(draft),
+                ..Snapshot::default()
+            },
+            None => match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+                Ok(s) => s,
+                Err(e) => {
+                    return (
+                        failed(key, true, format!("{e}; nothing was posted")),
+                        Finish::Release,
+                    )
+                }
+            },
         };
         let dry_record = snapshot
             .record
@@ -90,10 +107,11 @@ impl Lane {
             // A dry run's record in the real namespace (an older version's): not a post.
             tracing::warn!("ignoring a dry run's record; this real run decides without it");
         } else if let Some(record) = &snapshot.record {
-            return (
-                self.already(key, dl, record, snapshot.draft.as_ref()).await,
-                Finish::Release,
-            );
+            let mark = snapshot
+                .draft
+                .as_ref()
+                .is_some_and(|d| d.status != DraftStatus::Posted);
+            return (self.already(key, dl, record, mark).await, Finish::Release);
         }
         if let Some(why) = fault("after-check").await {
             return (failed(key, true, why), Finish::Release);
@@ -125,14 +143,6 @@ impl Lane {
             );
         };
         let draft = snapshot.draft.as_ref();
-        if req.action != Action::Force {
-            if let Some(refused) = self
-                .content_guard(key, dl, &content, &snapshot, hash_hint.as_deref())
-                .await
-            {
-                return refused;
-            }
-        }
         // Only a draft that no other attempt is in flight for may take the intent (the write is
         // conditional, so two runs that both got past a lost claim cannot both post); the
         // owner's Post anyway, and a dry run's traces in the real draft, may be replaced.

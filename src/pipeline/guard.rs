@@ -143,7 +143,13 @@ impl Progress {
 
 impl Lane {
     /// Everything up to and including the claim; then [`Self::claimed`] under the claim.
-    pub(super) async fn decide(&self, req: &PostRequest, dl: &Deadline) -> Outcome {
+    /// `seen`: the draft as this run's plan read it, for a trigger that carried none.
+    pub(super) async fn decide(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        mut seen: Option<Draft>,
+    ) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
 
@@ -156,7 +162,8 @@ impl Lane {
                         .save_draft(key, content, req.source.as_str(), now_s()),
                 )
                 .await;
-            match flatten_value(saved) {
+            let draft = match flatten_value(saved) {
+                Ok(draft) => draft,
                 Err(e) => {
                     return failed(
                         key,
@@ -164,10 +171,18 @@ impl Lane {
                         format!("could not store the draft ({e}); nothing was posted"),
                     );
                 }
+            };
+            match draft.status {
+                // Posted: the write found the record's copy, and a record is final (no claim).
+                DraftStatus::Posted => {
+                    if let Some(record) = draft.record.as_ref().filter(|r| self.counts(r)) {
+                        return self.already(key, dl, record, false).await;
+                    }
+                }
                 // Sent again after a cancel, or again without a time while scheduled: an
                 // ordinary draft again, posted now (and retried by the sweeper if this run
                 // cannot finish).
-                Ok(Some(was @ (DraftStatus::Cancelled | DraftStatus::Scheduled))) => {
+                was @ (DraftStatus::Cancelled | DraftStatus::Scheduled) => {
                     self.note(
                         key,
                         dl,
@@ -177,7 +192,7 @@ impl Lane {
                     )
                     .await;
                 }
-                Ok(_) => {}
+                _ => seen = Some(draft),
             }
         }
         if dl.remaining() >= self.settings.claim_ttl {
@@ -270,7 +285,7 @@ impl Lane {
             posted_claim_ttl: self.settings.posted_claim_ttl,
             armed: true,
         };
-        let (outcome, finish) = match AssertUnwindSafe(self.claimed(req, dl, &progress))
+        let (outcome, finish) = match AssertUnwindSafe(self.claimed(req, dl, &progress, seen))
             .catch_unwind()
             .await
         {

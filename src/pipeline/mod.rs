@@ -5,7 +5,9 @@
 //! One phase per file, so that each rule has one home:
 //! 1. no post without a claim — [`guard`]: the run returns before any upload when the claim
 //!    store fails;
-//! 2. the record check happens while the claim is held — [`decide`];
+//! 2. the record check happens while the claim is held — [`decide`]: for a plain post, as the
+//!    conditions of the intent write itself ([`RecordStore::take_intent`]), so the check and the
+//!    attempt are one request;
 //! 3. the record write is conditional — [`record`] (`RecordStore::put_posted`);
 //! 4. every outbound call has a budget — every call goes through [`Deadline`]; create-post gets
 //!    its whole budget or is not sent ([`publish`]);
@@ -61,8 +63,8 @@ use crate::publish::network::{
 };
 use crate::publish::{is_dry_run_urn, Publisher};
 use crate::record::{
-    now_ms, now_s, Draft, DraftContent, DraftStatus, DraftUpdate, PendingPost, PostedRecord,
-    PutPosted, RecordStore, Slot, Snapshot,
+    now_ms, now_s, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PendingPost,
+    PostedRecord, PutPosted, RecordStore, Slot, Snapshot,
 };
 
 /// What the trigger asks for.
@@ -276,10 +278,11 @@ impl Lane {
         }
     }
 
-    /// One target's run: `req.key` names the target.
+    /// One target's run: `req.key` names the target. `seen`: its draft as the run's plan
+    /// read it, for a trigger that carried none.
     #[tracing::instrument(name = "target", skip_all, fields(target = %req.key, run = %req.run_id, source = req.source.as_str()))]
-    pub async fn run(&self, req: &PostRequest, dl: Deadline) -> Outcome {
-        let mut outcome = self.decide(req, &dl).await;
+    pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
+        let mut outcome = self.decide(req, &dl, seen).await;
         outcome.dry_run =
             self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
         tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.urn, retryable = outcome.retryable, detail = %outcome.detail, "target ended");

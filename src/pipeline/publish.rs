@@ -58,16 +58,30 @@ impl Lane {
         }
 
         let t = self.settings.timeouts;
-        let image = match self
-            .with_retries(
-                dl,
-                t.image,
-                || self.images.fetch(&content.image),
-                ImageError::is_transient,
-                |_| None,
-            )
-            .await
-        {
+        // A URL the policy refuses costs no call to anyone.
+        if let Err(e) = self.images.vet_source(&content.image) {
+            return self
+                .fail(key, dl, e.to_string(), false, attempts, None)
+                .await;
+        }
+        // The image and the part of the upload that needs no image (LinkedIn's
+        // initializeUpload) do not depend on each other: both go out at once.
+        let fetch = self.with_retries(
+            dl,
+            t.image,
+            || self.images.fetch(&content.image),
+            ImageError::is_transient,
+            |_| None,
+        );
+        let begin = self.with_retries(
+            dl,
+            self.budget,
+            || self.adapter.begin_upload(),
+            PostError::is_transient,
+            rate_limit_wait,
+        );
+        let (fetched, begun) = tokio::join!(fetch, begin);
+        let image = match fetched {
             Ok(image) => image,
             Err(Gave::Error(e)) => {
                 let retryable = e.is_transient();
@@ -81,6 +95,14 @@ impl Lane {
                     .await
             }
         };
+        let begun = Mutex::new(match begun {
+            Ok(begun) => begun,
+            Err(gave) => {
+                return self
+                    .fail_publish(key, dl, "image upload", gave, attempts)
+                    .await
+            }
+        });
         if let Some(why) = fault("after-image").await {
             return (failed(key, true, why), Finish::Release);
         }
@@ -94,7 +116,14 @@ impl Lane {
             .with_retries(
                 dl,
                 self.budget,
-                || self.adapter.upload(&media),
+                // The first try uses the upload begun above; a retry starts afresh.
+                || async {
+                    let first = begun.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    match first {
+                        Some(begun) => self.adapter.upload_begun(&media, &begun).await,
+                        None => self.adapter.upload(&media).await,
+                    }
+                },
                 PostError::is_transient,
                 rate_limit_wait,
             )
@@ -133,23 +162,33 @@ impl Lane {
             },
             None => DraftUpdate::Intent(pending.clone()),
         };
+        // The deciding checks ride on the intent (rule 2, under the claim): no record, and,
+        // unless the owner said Post anyway, the caption not posted under another key.
+        let caption = (req.action != Action::Force).then_some(pending.caption_hash.as_deref());
         let intent = dl
             .work(
                 t.dynamodb,
                 self.records
-                    .update_draft(key, &intent, intent_from, now_s()),
+                    .take_intent(key, &intent, intent_from, caption.flatten(), now_s()),
             )
             .await;
         match flatten_value(intent) {
-            Ok(true) => {}
-            Ok(false) => {
-                // Another run wrote its intent first (possible only if this run's claim was
-                // lost, e.g. Redis restarted empty): the conditional intent is the second lock.
-                tracing::error!("another run's intent is on the draft; not posting");
+            Ok(Intent::Taken) => {}
+            Ok(Intent::Recorded(record)) => {
+                return (self.already(key, dl, &record, true).await, Finish::Release)
+            }
+            Ok(Intent::CaptionOwner(other)) => {
+                return self.caption_taken(key, dl, &other, attempts).await
+            }
+            Ok(Intent::Refused) => {
+                // Another run's attempt, a schedule or a cancel got to the draft first (for
+                // an attempt: possible only if this run's claim was lost, e.g. Redis restarted
+                // empty): the conditional intent is the second lock.
+                tracing::error!("the draft is no longer in a state this run may take; not posting");
                 let outcome = Outcome::new(
                     key,
                     OutcomeKind::BeingPosted,
-                    "another run is posting this draft (its attempt is recorded); nothing was posted",
+                    "another run is posting this draft or changed it first (its state is stored); nothing was posted",
                 )
                 .retryable(true);
                 return (outcome, Finish::Release);

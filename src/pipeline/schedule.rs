@@ -80,18 +80,8 @@ impl Lane {
                 "nothing to schedule: the draft carried no content",
             );
         };
-        // A recorded target stays recorded: sending it again changes nothing.
-        match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
-            Ok(Snapshot {
-                record: Some(r),
-                draft,
-                ..
-            }) if self.counts(&r) => return self.already(key, dl, &r, draft.as_ref()).await,
-            Ok(_) => {}
-            Err(e) => {
-                return failed(key, true, format!("{e}; nothing was stored or scheduled"));
-            }
-        }
+        // Stored first (nothing is lost); a posted draft is left as it is and comes back with
+        // its record's copy: a recorded target stays recorded, sending it again changes nothing.
         let saved = dl
             .work(
                 t.dynamodb,
@@ -99,12 +89,23 @@ impl Lane {
                     .save_draft(key, content, req.source.as_str(), now_s()),
             )
             .await;
-        if let Err(e) = flatten_value(saved) {
-            return failed(
-                key,
-                true,
-                format!("could not store the draft ({e}); nothing was scheduled"),
-            );
+        match flatten_value(saved) {
+            Ok(draft) => {
+                if let Some(r) = draft
+                    .record
+                    .as_ref()
+                    .filter(|r| draft.status == DraftStatus::Posted && self.counts(r))
+                {
+                    return self.already(key, dl, r, false).await;
+                }
+            }
+            Err(e) => {
+                return failed(
+                    key,
+                    true,
+                    format!("could not store the draft ({e}); nothing was scheduled"),
+                );
+            }
         }
         let update = DraftUpdate::Schedule { at };
         let scheduled = dl

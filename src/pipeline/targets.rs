@@ -25,6 +25,8 @@ struct Plan {
     all: Vec<Network>,
     /// Targets found recorded: already answered.
     recorded: Vec<Outcome>,
+    /// The drafts read on the way (a run without content), for their runs.
+    seen: BTreeMap<Network, Draft>,
 }
 
 impl PostRequest {
@@ -130,6 +132,7 @@ impl Pipeline {
                 all: selected.clone(),
                 selected,
                 recorded: Vec::new(),
+                seen: BTreeMap::new(),
             };
         }
         let t = self.settings.timeouts;
@@ -139,30 +142,40 @@ impl Pipeline {
                 let loaded = dl.work(t.dynamodb, lane.records.load(&key, None)).await;
                 let snapshot = match loaded {
                     Ok(Ok(s)) => s,
-                    _ => return (*n, false, None),
+                    _ => return (*n, false, None, None),
                 };
                 let has = snapshot.record.is_some() || snapshot.draft.is_some();
+                // A record is final: answered from it, with no claim. (A claim kept on purpose
+                // for this post, if its record write seemed to fail yet landed, is met by no
+                // later run, since each finds the record first; its TTL ends it.)
                 let done = match &snapshot.record {
                     Some(r) if lane.counts(r) => {
-                        // A claim kept on purpose for this post (its record write seemed to
-                        // fail, yet landed) has done its job: drop it, compare-and-delete on
-                        // exactly that value, so nothing else is ever touched.
-                        let kept = ClaimValue::Posted(r.urn.clone().unwrap_or_default()).raw();
-                        let _ = dl.finish(t.redis, lane.claims.release(&key, &kept)).await;
-                        Some(lane.already(&key, dl, r, snapshot.draft.as_ref()).await)
+                        let mark = snapshot
+                            .draft
+                            .as_ref()
+                            .is_some_and(|d| d.status != DraftStatus::Posted);
+                        Some(lane.already(&key, dl, r, mark).await)
                     }
                     _ => None,
                 };
-                (*n, has, done)
+                (*n, has, done, snapshot.draft)
             }
         });
         let mut known: Vec<Network> = Vec::new();
         let mut recorded: Vec<Outcome> = Vec::new();
-        for (n, has, done) in join_all(probes).await {
+        let mut seen = BTreeMap::new();
+        for (n, has, done, draft) in join_all(probes).await {
             if has {
                 known.push(n);
             }
-            recorded.extend(done);
+            match done {
+                Some(outcome) => recorded.push(outcome),
+                None => {
+                    if let Some(d) = draft {
+                        seen.insert(n, d);
+                    }
+                }
+            }
         }
         let selected = if !req.targets.is_empty() {
             self.targets_for(&req.targets)
@@ -182,6 +195,7 @@ impl Pipeline {
             selected,
             all,
             recorded,
+            seen,
         }
     }
 
@@ -200,15 +214,17 @@ impl Pipeline {
             selected,
             all,
             recorded,
+            mut seen,
         } = self.plan(&req, &dl).await;
         let runs = selected.iter().map(|n| {
             let one = req.for_target(*n);
+            let seen = seen.remove(n);
             async move {
                 match self.lane(*n) {
                     // A panic in one target's lane must not cancel the others mid-flight (a
                     // lane dropped after its create leaves its target unknown, or its claim
                     // kept): it ends that lane only, answered from its stored state.
-                    Some(lane) => match AssertUnwindSafe(lane.run(&one, dl)).catch_unwind().await {
+                    Some(lane) => match AssertUnwindSafe(lane.run(&one, dl, seen)).catch_unwind().await {
                         Ok(outcome) => outcome,
                         Err(panic) => {
                             let why = panic_text(panic.as_ref());

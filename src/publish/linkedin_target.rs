@@ -13,7 +13,7 @@ use super::little_text::{self, MAX_CHARS};
 use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-use super::{post_url, NewPost, PublishError, Publisher};
+use super::{post_url, NewPost, PublishError, Publisher, UploadTarget};
 
 const NAME: &str = "LinkedIn";
 
@@ -25,6 +25,17 @@ pub struct LinkedInTarget {
 impl LinkedInTarget {
     pub fn new(publisher: Arc<dyn Publisher>) -> Self {
         Self { publisher }
+    }
+
+    /// The image's bytes to the upload URL `target` names.
+    async fn put_image(&self, media: &Media, target: UploadTarget) -> Result<MediaRef, PostError> {
+        self.publisher
+            .upload_image(&target, media.bytes.clone(), media.content_type)
+            .await
+            .map_err(describe)?;
+        Ok(MediaRef(
+            json!({"image": target.image_urn, "alt": media.alt}),
+        ))
     }
 }
 
@@ -107,13 +118,30 @@ impl NetworkAdapter for LinkedInTarget {
 
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
         let target = self.publisher.initialize_upload().await.map_err(describe)?;
-        self.publisher
-            .upload_image(&target, media.bytes.clone(), media.content_type)
-            .await
-            .map_err(describe)?;
-        Ok(MediaRef(
-            json!({"image": target.image_urn, "alt": media.alt}),
-        ))
+        self.put_image(media, target).await
+    }
+
+    /// initializeUpload: it needs no image, so it runs while the image is fetched.
+    async fn begin_upload(&self) -> Result<Option<MediaRef>, PostError> {
+        let target = self.publisher.initialize_upload().await.map_err(describe)?;
+        Ok(Some(MediaRef(json!({
+            "upload_url": target.upload_url,
+            "image": target.image_urn,
+        }))))
+    }
+
+    async fn upload_begun(&self, media: &Media, begun: &MediaRef) -> Result<MediaRef, PostError> {
+        let field = |name: &str| begun.0.get(name).and_then(|v| v.as_str());
+        match (field("upload_url"), field("image")) {
+            (Some(upload_url), Some(image_urn)) => {
+                let target = UploadTarget {
+                    upload_url: upload_url.to_owned(),
+                    image_urn: image_urn.to_owned(),
+                };
+                self.put_image(media, target).await
+            }
+            _ => self.upload(media).await,
+        }
     }
 
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {

@@ -212,6 +212,20 @@ pub trait NetworkAdapter: Send + Sync {
     /// Uploads the image (safe to repeat).
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError>;
 
+    /// The part of the upload that needs no image (LinkedIn's initializeUpload), safe to
+    /// repeat: the pipeline runs it while it fetches the image, and hands its answer to
+    /// [`Self::upload_begun`]. `None` (the default): nothing to start early.
+    async fn begin_upload(&self) -> Result<Option<MediaRef>, PostError> {
+        Ok(None)
+    }
+
+    /// The rest of an upload [`Self::begin_upload`] started. The default: the whole
+    /// [`Self::upload`].
+    async fn upload_begun(&self, media: &Media, begun: &MediaRef) -> Result<MediaRef, PostError> {
+        let _ = begun;
+        self.upload(media).await
+    }
+
     /// Builds the exact create request for `text` and `media`. `idempotency` is a key derived
     /// by the pipeline from the draft's key and target, for networks that take one.
     fn prepare(&self, text: &str, media: &MediaRef, idempotency: &str) -> PreparedPost;

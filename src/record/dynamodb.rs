@@ -24,16 +24,18 @@ use aws_sdk_dynamodb::config::{
 };
 use aws_sdk_dynamodb::error::{BoxError, DisplayErrorContext};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, CreateGlobalSecondaryIndexAction,
-    GlobalSecondaryIndex, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, KeysAndAttributes,
-    Projection, ProjectionType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck,
+    CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex, GlobalSecondaryIndexUpdate,
+    KeySchemaElement, KeyType, KeysAndAttributes, Projection, ProjectionType, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
+    TimeToLiveStatus, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 
 use super::{
     caption_name, draft_name, pace_name, record_name, Draft, DraftContent, DraftStatus,
-    DraftUpdate, PendingPost, PostedRecord, PutPosted, RecordStore, Slot, Snapshot, StoreError,
+    DraftUpdate, Intent, PendingPost, PostedRecord, PutPosted, RecordStore, Slot, Snapshot,
+    StoreError,
 };
 
 /// The due index's name.
@@ -190,8 +192,34 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
         delay_told: get_bool(item, "delay_told").unwrap_or(false),
         publish_at: get_n(item, "publish_at"),
         due_at: get_n(item, "due_at"),
+        record: get_s(item, "record").and_then(|r| serde_json::from_str(&r).ok()),
         key,
     })
+}
+
+/// The record's copy a posted draft keeps ([`Draft::record`]), as JSON.
+fn record_copy(record: &PostedRecord) -> AttributeValue {
+    s(serde_json::to_string(record).unwrap_or_default())
+}
+
+/// The `ConditionalCheckFailed` reasons of a cancelled transaction, in the order of its items:
+/// `Some(item)` for each item whose condition failed (with the item, when DynamoDB returned
+/// it), `None` for the others. `None` when the error is not a cancelled transaction.
+fn failed_checks(
+    err: &aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+    >,
+) -> Option<Vec<Option<Option<Item>>>> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match err.as_service_error()? {
+        TransactWriteItemsError::TransactionCanceledException(tce) => Some(
+            tce.cancellation_reasons()
+                .iter()
+                .map(|r| (r.code() == Some("ConditionalCheckFailed")).then(|| r.item().cloned()))
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// An update expression under construction, with every attribute name behind a placeholder
@@ -314,6 +342,7 @@ fn posted_draft_update(record: &PostedRecord, now: i64, expires_at: i64) -> Expr
         .set_if_absent("created_at", n(now))
         .set_if_absent("attempts", n(0))
         .remove("next_retry_at")
+        .set("record", record_copy(record))
         .clear_pending();
     e
 }
@@ -389,8 +418,9 @@ fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::DelayTold => {
             e.set("delay_told", AttributeValue::Bool(true));
         }
-        DraftUpdate::Recorded { expires_at } => {
+        DraftUpdate::Recorded { expires_at, record } => {
             e.set("status", s(DraftStatus::Posted.as_str()))
+                .set("record", record_copy(record))
                 .set("expires_at", n(*expires_at))
                 .remove("next_retry_at")
                 .clear_pending();
@@ -707,7 +737,7 @@ impl RecordStore for DynamoStore {
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<Option<DraftStatus>, StoreError> {
+    ) -> Result<Draft, StoreError> {
         let mut e = Expr::default();
         e.set("key", s(key.to_string()))
             .set("caption", s(&content.caption))
@@ -725,22 +755,46 @@ impl RecordStore for DynamoStore {
             .set_if_absent("retryable", AttributeValue::Bool(true))
             .set_if_absent("created_at", n(now))
             .set_if_absent("source", s(source));
-        let out = self
+        // A posted draft that holds its record's copy is left alone, and its copy comes back
+        // with the failed condition: the caller learns it is posted from this one request.
+        let (st, rec) = (e.name("status"), e.name("record"));
+        let posted = e.value(s(DraftStatus::Posted.as_str()));
+        let mut condition = format!("attribute_not_exists({rec}) OR {st} <> {posted}");
+        if self.ns.is_empty() {
+            let dry = e.value(s(crate::publish::dry_run::MARK));
+            condition.push_str(&format!(" OR contains({rec}, {dry})"));
+        }
+        let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(self.key(draft_name(key))))
             .update_expression(e.expression())
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(e.names))
             .set_expression_attribute_values(Some(e.values))
-            .return_values(ReturnValue::AllOld)
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(|e| sdk_err("UpdateItem (draft)", e))?;
-        Ok(out
-            .attributes()
-            .and_then(|a| get_s(a, "status"))
-            .and_then(|st| DraftStatus::parse(&st)))
+            .await;
+        let item = match result {
+            Ok(out) => out.attributes,
+            Err(err) => match err.into_service_error() {
+                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => {
+                    c.item
+                }
+                other => return Err(sdk_err("UpdateItem (draft)", other)),
+            },
+        };
+        match item {
+            Some(item) => draft_from_item(&item),
+            // Only a server that does not return items with a failed condition gets here.
+            None => self
+                .load(key, None)
+                .await?
+                .draft
+                .ok_or_else(|| StoreError(format!("the draft {key} vanished"))),
+        }
     }
 
     async fn load(
@@ -865,16 +919,7 @@ impl RecordStore for DynamoStore {
             Ok(_) => return Ok(PutPosted::Created),
             Err(err) => err,
         };
-        let existing = err.as_service_error().and_then(|se| match se {
-            aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(
-                tce,
-            ) => tce
-                .cancellation_reasons()
-                .first()
-                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
-                .map(|r| r.item().cloned()),
-            _ => None,
-        });
+        let existing = failed_checks(&err).and_then(|c| c.into_iter().next().flatten());
         match existing {
             Some(Some(item)) => Ok(PutPosted::Exists(record_from_item(&item)?)),
             Some(None) => match self.get_record_consistent(&record.key).await? {
@@ -928,6 +973,96 @@ impl RecordStore for DynamoStore {
             }
             Err(err) => Err(sdk_err("UpdateItem (draft)", err)),
         }
+    }
+
+    async fn take_intent(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        caption_hash: Option<&str>,
+        now: i64,
+    ) -> Result<Intent, StoreError> {
+        let tx = |e| sdk_err("TransactWriteItems (intent)", e);
+        let mut e = draft_update(self.ns, update, now);
+        let mut condition = e.condition(from);
+        if let DraftUpdate::IfAttempt { run, .. } = update {
+            let (a, v) = (e.name("pending_run"), e.value(s(run)));
+            condition.push_str(&format!(" AND {a} = {v}"));
+        }
+        let intent = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(self.key(draft_name(key))))
+            .update_expression(e.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
+            .build()
+            .map_err(tx)?;
+        let mut no_record = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(self.key(record_name(key))))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        no_record = if self.ns.is_empty() {
+            no_record
+                .condition_expression("attribute_not_exists(pk) OR contains(#urn, :dry)")
+                .expression_attribute_names("#urn", "urn")
+                .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+        } else {
+            no_record.condition_expression("attribute_not_exists(pk)")
+        };
+        let mut request = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(intent).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(no_record.build().map_err(tx)?)
+                    .build(),
+            );
+        if let Some(h) = caption_hash {
+            let caption = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(self.key(caption_name(h))))
+                .condition_expression("attribute_not_exists(pk) OR #key = :key")
+                .expression_attribute_names("#key", "key")
+                .expression_attribute_values(":key", s(key.to_string()))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(tx)?;
+            request = request.transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(caption)
+                    .build(),
+            );
+        }
+        let err = match request.send().await {
+            Ok(_) => return Ok(Intent::Taken),
+            Err(err) => err,
+        };
+        let Some(checks) = failed_checks(&err) else {
+            return Err(sdk_err("TransactWriteItems (intent)", err));
+        };
+        // The record decides first, then the caption, then the draft's own state.
+        if let Some(Some(item)) = checks.get(1) {
+            return Ok(match item {
+                Some(item) => Intent::Recorded(record_from_item(item)?),
+                None => match self.get_record_consistent(&key.to_string()).await? {
+                    Some(r) => Intent::Recorded(r),
+                    None => Intent::Refused,
+                },
+            });
+        }
+        if let Some(Some(item)) = checks.get(2) {
+            let other = match item {
+                Some(item) => get_s(item, "key"),
+                None => self.caption_owner(caption_hash.unwrap_or_default()).await?,
+            };
+            return Ok(other.map_or(Intent::Refused, Intent::CaptionOwner));
+        }
+        Ok(Intent::Refused)
     }
 
     async fn due_drafts(

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    Draft, DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore, Slot,
-    Snapshot, StoreError,
+    Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
+    Slot, Snapshot, StoreError,
 };
 use crate::key::PostKey;
 
@@ -307,16 +307,34 @@ impl Folder {
         content: DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<Option<DraftStatus>, StoreError> {
+    ) -> Result<Draft, StoreError> {
         let _lock = self.lock(true)?;
         let old = Self::read_json::<Draft>(&self.draft_path(key))?;
+        if let Some(posted) = old.as_ref().filter(|d| self.holds_record(d)) {
+            return Ok(posted.clone());
+        }
         let mut draft = old
             .clone()
             .unwrap_or_else(|| Draft::empty(key, DraftStatus::New, Some(source), now));
         draft.content = Some(content);
         draft.updated_at = now;
         self.write_draft(old.as_ref(), &draft)?;
-        Ok(old.map(|d| d.status))
+        Ok(draft)
+    }
+
+    /// Whether `record` is a post here: in the real folder, a dry run's (only an older
+    /// version could write one) is not.
+    fn counts(&self, record: &PostedRecord) -> bool {
+        !(self.real
+            && record
+                .urn
+                .as_deref()
+                .is_some_and(crate::publish::is_dry_run_urn))
+    }
+
+    /// Whether `draft` is posted and holds its record's copy (see [`Draft::record`]).
+    fn holds_record(&self, draft: &Draft) -> bool {
+        draft.status == DraftStatus::Posted && draft.record.as_ref().is_some_and(|r| self.counts(r))
     }
 
     /// The caller holds the lock (shared is enough).
@@ -363,11 +381,7 @@ impl Folder {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let existing = Self::read_json::<PostedRecord>(&path)?
                     .ok_or_else(|| StoreError(format!("{} vanished", path.display())))?;
-                let dry = existing
-                    .urn
-                    .as_deref()
-                    .is_some_and(crate::publish::is_dry_run_urn);
-                if !(self.real && dry) {
+                if self.counts(&existing) {
                     return Ok(PutPosted::Exists(existing));
                 }
                 // A dry run's record in the real folder (only an older version could write
@@ -396,6 +410,7 @@ impl Folder {
         draft.due_at = None;
         draft.updated_at = now;
         draft.expires_at = Some(draft_expires_at);
+        draft.record = Some(record.clone());
         self.write_draft(old.as_ref(), &draft)?;
         Ok(PutPosted::Created)
     }
@@ -408,6 +423,17 @@ impl Folder {
         now: i64,
     ) -> Result<bool, StoreError> {
         let _lock = self.lock(true)?;
+        self.update_locked(key, update, from, now)
+    }
+
+    /// [`Self::update_draft`]; the caller holds the exclusive lock.
+    fn update_locked(
+        &self,
+        key: &str,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let Some(old) = Self::read_json::<Draft>(&self.draft_path(key))? else {
             return Ok(false);
         };
@@ -428,6 +454,33 @@ impl Folder {
         apply(&mut draft, update, now);
         self.write_draft(Some(&old), &draft)?;
         Ok(true)
+    }
+
+    /// The intent and its checks under one exclusive lock: nothing can fall between them.
+    fn take_intent(
+        &self,
+        key: &str,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        caption_hash: Option<&str>,
+        now: i64,
+    ) -> Result<Intent, StoreError> {
+        let _lock = self.lock(true)?;
+        if let Some(record) = Self::read_json::<PostedRecord>(&self.record_path(key))? {
+            if self.counts(&record) {
+                return Ok(Intent::Recorded(record));
+            }
+        }
+        if let Some(hash) = caption_hash {
+            if let Some(other) = self.caption_owner(hash)?.filter(|o| o != key) {
+                return Ok(Intent::CaptionOwner(other));
+            }
+        }
+        Ok(if self.update_locked(key, update, from, now)? {
+            Intent::Taken
+        } else {
+            Intent::Refused
+        })
     }
 
     /// Lists the due index (one name per open draft) and reads only the drafts that are due.
@@ -546,7 +599,8 @@ fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::Reminded => draft.reminded = true,
         DraftUpdate::DelayTold => draft.delay_told = true,
-        DraftUpdate::Recorded { expires_at } => {
+        DraftUpdate::Recorded { expires_at, record } => {
+            draft.record = Some(PostedRecord::clone(record));
             draft.status = DraftStatus::Posted;
             draft.expires_at = Some(*expires_at);
             draft.pending = None;
@@ -595,7 +649,7 @@ impl RecordStore for LocalStore {
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<Option<DraftStatus>, StoreError> {
+    ) -> Result<Draft, StoreError> {
         let (key, content, source) = (key.to_string(), content.clone(), source.to_owned());
         self.run(move |f| f.save_draft(&key, content, &source, now))
             .await
@@ -639,6 +693,20 @@ impl RecordStore for LocalStore {
     ) -> Result<bool, StoreError> {
         let (key, update, from) = (key.to_string(), update.clone(), from.to_vec());
         self.run(move |f| f.update_draft(&key, &update, &from, now))
+            .await
+    }
+
+    async fn take_intent(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        caption_hash: Option<&str>,
+        now: i64,
+    ) -> Result<Intent, StoreError> {
+        let (key, update, from) = (key.to_string(), update.clone(), from.to_vec());
+        let hash = caption_hash.map(str::to_owned);
+        self.run(move |f| f.take_intent(&key, &update, &from, hash.as_deref(), now))
             .await
     }
 

@@ -187,6 +187,12 @@ pub struct Draft {
     /// The owner was told that pacing delays it (once per schedule; a new time clears it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delay_told: bool,
+    /// A copy of the record, written with it (in the same request) when the draft becomes
+    /// `posted`: a trigger that sends the draft again learns from its one write that it is
+    /// posted, and needs neither a read nor a claim (DESIGN.md rule 2: a record never expires,
+    /// so finding one is final). `None` on drafts an older version marked posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<PostedRecord>,
 }
 
 impl Draft {
@@ -216,6 +222,7 @@ impl Draft {
             publish_at: None,
             due_at: (status != DraftStatus::Posted).then_some(now),
             delay_told: false,
+            record: None,
         }
     }
 }
@@ -227,6 +234,19 @@ pub struct Snapshot {
     pub draft: Option<Draft>,
     /// The key that already posted the caption asked about, if any.
     pub caption_owner: Option<String>,
+}
+
+/// What an intent write found (see [`RecordStore::take_intent`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
+    /// Written: this run's attempt is the draft's.
+    Taken,
+    /// Not written: the key has a record (this is it).
+    Recorded(PostedRecord),
+    /// Not written: the caption is indexed under this other key (content guard).
+    CaptionOwner(String),
+    /// Not written: the draft is gone or no longer in a state the intent may take.
+    Refused,
 }
 
 /// The result of a conditional record write.
@@ -275,8 +295,11 @@ pub enum DraftUpdate {
     /// The owner is about to be told of a pacing delay: applied only if nobody told them of
     /// one since the draft was (re)scheduled, so of two sweeps that would tell, one does, once.
     DelayTold,
-    /// A record exists: the draft is done, and expires at this time.
-    Recorded { expires_at: i64 },
+    /// A record exists: the draft is done, keeps a copy of it, and expires at this time.
+    Recorded {
+        expires_at: i64,
+        record: Box<PostedRecord>,
+    },
     /// Wait for `at` (Unix seconds): status `scheduled`, due then; told afresh.
     Schedule { at: i64 },
     /// Pacing holds it back until `until` (Unix seconds): status `scheduled`, due then, the
@@ -330,15 +353,18 @@ pub struct StoreError(pub String);
 /// What the pipeline and the sweeper need from durable storage.
 #[async_trait]
 pub trait RecordStore: Send + Sync {
-    /// Stores a draft's content (creating it as `new`), keeping its status and history.
-    /// Returns the status it had, if it existed.
+    /// Stores a draft's content (creating it as `new`), keeping its status and history, and
+    /// returns the draft as it now stands: in one request. A draft that is `posted` and holds
+    /// its record's copy ([`Draft::record`]) is left as it is and returned as it is, so the
+    /// caller learns it is posted from this one write (outside the dry-run namespace, a copy
+    /// of a dry run's record does not count, as in [`Self::put_posted`]).
     async fn save_draft(
         &self,
         key: &PostKey,
         content: &DraftContent,
         source: &str,
         now: i64,
-    ) -> Result<Option<DraftStatus>, StoreError>;
+    ) -> Result<Draft, StoreError>;
 
     /// The record and the draft, strongly consistent; with `caption_hash`, also which key
     /// already posted that caption (one request).
@@ -368,6 +394,20 @@ pub trait RecordStore: Send + Sync {
         from: &[DraftStatus],
         now: i64,
     ) -> Result<bool, StoreError>;
+
+    /// Writes the intent `update` (an [`DraftUpdate::Intent`], or one inside
+    /// [`DraftUpdate::IfAttempt`]) as [`Self::update_draft`] would, in one atomic request with
+    /// the checks that decide it (DESIGN.md rule 2, made while the claim is held): no record
+    /// of `key` exists (outside the dry-run namespace, a dry run's record does not count),
+    /// and, with `caption_hash`, no other key has posted that caption (the content guard).
+    async fn take_intent(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        caption_hash: Option<&str>,
+        now: i64,
+    ) -> Result<Intent, StoreError>;
 
     /// Drafts in any of `statuses` whose due time (see [`Draft::due_at`]) is at or before
     /// `before`, oldest due first, read through the due index: never a scan of every draft.

@@ -348,6 +348,21 @@ impl Env {
         PostKey::new("blog", &unique("post-")).expect("valid key")
     }
 
+    /// A plain DynamoDB client on this environment's DynamoDB Local, for writing or removing
+    /// items behind postonce's back (an expired draft, a bulk of old drafts).
+    #[allow(dead_code)]
+    pub fn dynamo_client(&self) -> aws_sdk_dynamodb::Client {
+        use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .region(Region::new("us-east-1"))
+                .endpoint_url(self.vars["AWS_ENDPOINT_URL_DYNAMODB"].clone())
+                .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+                .build(),
+        )
+    }
+
     pub fn content(&self, caption: &str) -> DraftContent {
         DraftContent {
             caption: caption.to_owned(),
