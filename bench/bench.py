@@ -365,6 +365,94 @@ def expect(status, out, outcome, what):
         raise SystemExit(f"{what}: expected {outcome}, got {status} {out}")
 
 
+LINKEDIN_DELAY = 0.150
+
+
+def slow_linkedin():
+    """A fake LinkedIn (API-NOTES' wire format: initializeUpload, the upload PUT, POST
+    /rest/posts with the URN in x-restli-id) that answers every call after 150 ms. Returns its
+    port and its log of (path, start, end) per call."""
+    log, lock, counter = [], threading.Lock(), [0]
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def answer(self, status, body=b"", headers=()):
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def handle_call(self):
+            t0 = time.perf_counter()
+            n = int(self.headers.get("content-length") or 0)
+            if n:
+                self.rfile.read(n)
+            time.sleep(LINKEDIN_DELAY)
+            with lock:
+                counter[0] += 1
+                i = counter[0]
+            path = self.path.split("?")[0]
+            if self.command == "POST" and "initializeUpload" in self.path:
+                port = self.server.server_address[1]
+                body = json.dumps({"value": {"uploadUrl": f"http://127.0.0.1:{port}/upload/{i}",
+                                             "image": f"urn:li:image:bench{i}"}}).encode()
+                self.answer(200, body, [("content-type", "application/json")])
+            elif self.command == "PUT" and path.startswith("/upload/"):
+                self.answer(201)
+            elif self.command == "POST" and path == "/rest/posts":
+                self.answer(201, headers=[("x-restli-id", f"urn:li:share:bench{i}")])
+            else:
+                self.answer(404, b'{"status":404,"message":"not found"}')
+            with lock:
+                log.append((self.command + " " + path, t0, time.perf_counter()))
+
+        do_POST = do_PUT = handle_call
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, log
+
+
+def latency_phase(args, svc, logdir, bare_new_wall):
+    """A new key's run against a LinkedIn that answers each call after 150 ms, beside the sum
+    of its unavoidable sequential calls: LinkedIn's initializeUpload (which the image fetch
+    overlaps), the upload and the create as the fake timed them, plus the bare client's mean
+    new-key wall (its Redis, DynamoDB and image calls back to back, nothing else)."""
+    srv, log = slow_linkedin()
+    env = aws_env(svc)
+    env.update({"LINKEDIN_ACCESS_TOKEN": "bench-token", "LINKEDIN_AUTHOR": "urn:li:person:bench",
+                "LINKEDIN_API_URL": f"http://127.0.0.1:{srv.server_address[1]}",
+                "POSTONCE_TARGETS": "linkedin"})
+    serve = Serve(args.postonce, env, logdir, "serve-latency")
+    keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
+    walls, linkedin = [], []
+    try:
+        for i in range(args.latency_runs + 2):
+            _, body, _ = keys.body("lat")
+            del log[:]
+            t0 = time.perf_counter()
+            expect(*serve.post(body), "posted", "postonce against the slow LinkedIn")
+            wall = time.perf_counter() - t0
+            if len(log) != 3:
+                raise SystemExit(f"latency: expected 3 LinkedIn calls, saw {[c[0] for c in log]}")
+            if i >= 2:  # the first two warm the connections
+                walls.append(wall)
+                linkedin.append(sum(end - start for _, start, end in log))
+    finally:
+        serve.stop()
+        srv.shutdown()
+    run = statistics.median(walls)
+    floor = statistics.median(linkedin) + bare_new_wall
+    return run, floor, statistics.median(linkedin)
+
+
 def counting_phase(args, svc, logdir):
     rp, dp = RedisProxy(svc.redis_port), DynamoProxy(svc.ddb_port)
     env = aws_env(svc, rp.port, dp.port)
@@ -517,6 +605,8 @@ def main():
     ap.add_argument("--runs", type=int, default=2000, help="CPU-phase iterations (default 2000)")
     ap.add_argument("--cold", type=int, default=20, help="cold runs (default 20)")
     ap.add_argument("--count-runs", type=int, default=5, help="counting-phase runs (default 5)")
+    ap.add_argument("--latency-runs", type=int, default=20,
+                    help="new-key runs against the 150 ms LinkedIn (default 20)")
     ap.add_argument("--peers", action="store_true", help="also run the peers (bench/peers/)")
     ap.add_argument("--postonce", required=True)
     ap.add_argument("--bare", required=True)
@@ -611,6 +701,8 @@ def main():
         serve_hwm = serve.stop()
         local.stop()
         bare_hwm = bare.stop()
+        lat_run, lat_floor, lat_linkedin = latency_phase(
+            args, svc, logdir, cpu["b new"].wall / max(cpu["b new"].runs, 1))
         peer_hwm = {n: w.stop() for n, w in workers.items()}
 
         (cold_ms, cold_rss, cold_cpu), (bcold_ms, bcold_rss, bcold_cpu), peer_cold = cold_runs(
@@ -646,6 +738,11 @@ def main():
          f"{bcold_rss:.1f} MB / {bare_hwm / 1024:.1f} MB",
          f"{ratio(cold_rss, bcold_rss)} / {ratio(serve_hwm, bare_hwm)}"),
         ("release binary, stripped", f"{size:.1f} MB", "", ""),
+        (f"new key against a LinkedIn answering in 150 ms (median of {args.latency_runs})",
+         f"{lat_run * 1000:.0f} ms", "", ""),
+        ("  its unavoidable sequential calls: LinkedIn's 3 as timed at the fake + the bare new-key wall",
+         f"{lat_floor * 1000:.0f} ms ({lat_linkedin * 1000:.0f} + {(lat_floor - lat_linkedin) * 1000:.0f})",
+         "", f"{ratio(lat_run, lat_floor)} of it"),
     ]
     print()
     print(f"postonce benchmark: {args.runs} runs per kind, interleaved; CPU = utime+stime from "
@@ -668,6 +765,8 @@ def main():
             (f"{c_ms - bcold_ms:+.1f} ms", ""),
             (f"{c_cpu:.1f} ms", ratio(cold_cpu, c_cpu)),
             (f"{c_rss:.1f} MB / {hwm / 1024:.1f} MB", f"{ratio(cold_rss, c_rss)} / {ratio(serve_hwm, hwm)}"),
+            ("", ""),
+            ("", ""),
             ("", ""),
         ]
 

@@ -19,9 +19,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
+    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -113,8 +114,9 @@ impl Bare {
         format!("{NS}{what}:{key}")
     }
 
-    /// The draft the trigger carried: one UpdateItem.
-    async fn save_draft(&self, r: &Run<'_>) -> Result<(), Error> {
+    /// The draft the trigger carried: one UpdateItem, conditional on the draft not being
+    /// posted with its record's copy; whether it is (the failed condition returns it).
+    async fn save_draft(&self, r: &Run<'_>) -> Result<bool, Error> {
         let t = now();
         let values: Item = HashMap::from([
             (":v0".into(), s(r.key)),
@@ -123,10 +125,13 @@ impl Bare {
             (":v3".into(), s(r.link)),
             (":v4".into(), n(t)),
             (":v5".into(), s("new")),
-            (":v6".into(), n(0)),
-            (":v7".into(), AttributeValue::Bool(true)),
-            (":v8".into(), n(t)),
-            (":v9".into(), s("ci")),
+            (":v6".into(), s(&format!("{NS}new"))),
+            (":v7".into(), n(t)),
+            (":v8".into(), n(0)),
+            (":v9".into(), AttributeValue::Bool(true)),
+            (":v10".into(), n(t)),
+            (":v11".into(), s("ci")),
+            (":v12".into(), s("posted")),
         ]);
         let names: HashMap<String, String> = [
             "key",
@@ -136,24 +141,41 @@ impl Bare {
             "alt",
             "updated_at",
             "status",
+            "queue",
+            "due_at",
             "attempts",
             "retryable",
             "created_at",
             "source",
+            "record",
         ]
         .iter()
         .map(|a| (format!("#{a}"), (*a).to_owned()))
         .collect();
-        self.dynamo
+        let out = self
+            .dynamo
             .update_item()
             .table_name(&self.table)
             .set_key(Some(pk(self.name("draft", r.key))))
-            .update_expression("SET #key = :v0, #caption = :v1, #image = :v2, #link = :v3, #updated_at = :v4, #status = if_not_exists(#status, :v5), #attempts = if_not_exists(#attempts, :v6), #retryable = if_not_exists(#retryable, :v7), #created_at = if_not_exists(#created_at, :v8), #source = if_not_exists(#source, :v9) REMOVE #alt")
+            .update_expression("SET #key = :v0, #caption = :v1, #image = :v2, #link = :v3, #updated_at = :v4, #status = if_not_exists(#status, :v5), #queue = if_not_exists(#queue, :v6), #due_at = if_not_exists(#due_at, :v7), #attempts = if_not_exists(#attempts, :v8), #retryable = if_not_exists(#retryable, :v9), #created_at = if_not_exists(#created_at, :v10), #source = if_not_exists(#source, :v11) REMOVE #alt")
+            .condition_expression("attribute_not_exists(#record) OR #status <> :v12")
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await?;
-        Ok(())
+            .await;
+        match out {
+            Ok(_) => Ok(false),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(c) => Ok(c
+                    .item()
+                    .and_then(|i| i.get("status"))
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|st| st == "posted")),
+                other => Err(other.into()),
+            },
+        }
     }
 
     /// `SET claim NX EX ttl`.
@@ -170,34 +192,6 @@ impl Bare {
         Ok(set.is_some())
     }
 
-    /// Record, draft and caption index in one consistent BatchGetItem: whether a record is there.
-    async fn load(&self, r: &Run<'_>) -> Result<bool, Error> {
-        let keys = vec![
-            pk(self.name("posted", r.key)),
-            pk(self.name("draft", r.key)),
-            pk(self.name("caption", r.hash)),
-        ];
-        let out = self
-            .dynamo
-            .batch_get_item()
-            .request_items(
-                &self.table,
-                KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .consistent_read(true)
-                    .build()?,
-            )
-            .send()
-            .await?;
-        let record = self.name("posted", r.key);
-        Ok(out
-            .responses()
-            .and_then(|m| m.get(&self.table))
-            .into_iter()
-            .flatten()
-            .any(|i| i.get("pk").and_then(|v| v.as_s().ok()) == Some(&record)))
-    }
-
     async fn image(&self, r: &Run<'_>) -> Result<usize, Error> {
         let mut resp = self.http.get(r.image).send().await?.error_for_status()?;
         let mut len = 0;
@@ -207,7 +201,8 @@ impl Bare {
         Ok(len)
     }
 
-    /// The intent: a conditional UpdateItem on the draft.
+    /// The intent: a conditional update of the draft, with the checks that decide the run (no
+    /// record; the caption not another key's), in one TransactWriteItems.
     async fn intent(&self, r: &Run<'_>, token: &str) -> Result<(), Error> {
         let t = now();
         let request = format!(
@@ -227,11 +222,15 @@ impl Bare {
             "pending_last_at",
             "reminded",
             "retryable",
+            "due_at",
+            "queue",
         ]
         .iter()
         .map(|a| (format!("#{a}"), (*a).to_owned()))
         .collect();
         let values: Item = HashMap::from([
+            (":v13".into(), n(t)),
+            (":v14".into(), s(&format!("{NS}unknown"))),
             (":v0".into(), n(t)),
             (":v1".into(), s("unknown")),
             (":v2".into(), s(&format!("{}\n\n{}", r.caption, r.link))),
@@ -246,14 +245,33 @@ impl Bare {
             (":v11".into(), s("failed")),
             (":v12".into(), s("needs_review")),
         ]);
-        self.dynamo
-            .update_item()
+        let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(pk(self.name("draft", r.key))))
-            .update_expression("SET #updated_at = :v0, #status = :v1, #pending_commentary = :v2, #pending_image_urn = :v3, #pending_at = :v4, #pending_run = :v5, #pending_caption_hash = :v6, #pending_request = :v7, #reminded = :v8, #retryable = :v9 REMOVE #pending_alt, #pending_last_at")
+            .update_expression("SET #updated_at = :v0, #due_at = :v13, #status = :v1, #queue = :v14, #pending_commentary = :v2, #pending_image_urn = :v3, #pending_at = :v4, #pending_run = :v5, #pending_caption_hash = :v6, #pending_request = :v7, #reminded = :v8, #retryable = :v9 REMOVE #pending_alt, #pending_last_at")
             .condition_expression("attribute_exists(pk) AND #status IN (:v10, :v11, :v12)")
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
+            .build()?;
+        let record = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(pk(self.name("posted", r.key))))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()?;
+        let caption = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(pk(self.name("caption", r.hash))))
+            .condition_expression("attribute_not_exists(pk) OR #key = :key")
+            .expression_attribute_names("#key", "key")
+            .expression_attribute_values(":key", s(r.key))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()?;
+        self.dynamo
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .transact_items(TransactWriteItem::builder().condition_check(record).build())
+            .transact_items(TransactWriteItem::builder().condition_check(caption).build())
             .send()
             .await?;
         Ok(())
@@ -292,11 +310,19 @@ impl Bare {
             "pending_caption_hash",
             "pending_last_at",
             "pending_request",
+            "queue",
+            "due_at",
+            "record",
         ]
         .iter()
         .map(|a| (format!("#{a}"), (*a).to_owned()))
         .collect();
+        let copy = format!(
+            "{{\"key\":\"{}\",\"urn\":\"{urn}\",\"posted_at\":{t},\"run\":\"{token}\",\"source\":\"ci\",\"caption_hash\":\"{}\"}}",
+            r.key, r.hash
+        );
         let values: Item = HashMap::from([
+            (":v6".into(), s(&copy)),
             (":v0".into(), s(r.key)),
             (":v1".into(), s("posted")),
             (":v2".into(), n(t)),
@@ -307,7 +333,7 @@ impl Bare {
         let update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(pk(self.name("draft", r.key))))
-            .update_expression("SET #key = :v0, #status = :v1, #updated_at = :v2, #expires_at = :v3, #created_at = if_not_exists(#created_at, :v4), #attempts = if_not_exists(#attempts, :v5) REMOVE #next_retry_at, #pending_commentary, #pending_image_urn, #pending_alt, #pending_at, #pending_run, #pending_caption_hash, #pending_last_at, #pending_request")
+            .update_expression("SET #key = :v0, #status = :v1, #updated_at = :v2, #expires_at = :v3, #created_at = if_not_exists(#created_at, :v4), #attempts = if_not_exists(#attempts, :v5), #record = :v6 REMOVE #queue, #due_at, #next_retry_at, #pending_commentary, #pending_image_urn, #pending_alt, #pending_at, #pending_run, #pending_caption_hash, #pending_last_at, #pending_request")
             .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .build()?;
@@ -343,19 +369,18 @@ impl Bare {
     async fn run(&mut self, new: bool, r: &Run<'_>) -> Result<&'static str, Error> {
         self.runs += 1;
         let token = format!("run-{:032x}", self.runs);
-        self.save_draft(r).await?;
-        if !self.claim(r, &token).await? {
-            return Ok("being_posted");
-        }
-        let outcome = if self.load(r).await? {
+        let outcome = if self.save_draft(r).await? {
             "already_posted"
         } else {
+            if !self.claim(r, &token).await? {
+                return Ok("being_posted");
+            }
             self.image(r).await?;
             self.intent(r, &token).await?;
             self.record(r, &token).await?;
+            self.release(r, &token).await?;
             "posted"
         };
-        self.release(r, &token).await?;
         if new != (outcome == "posted") {
             return Err(format!(
                 "expected {}, got {outcome}",
