@@ -320,6 +320,27 @@ impl Expr {
         e
     }
 
+    /// When `update` applies to a draft (see [`RecordStore::update_draft`]): it exists, its
+    /// status is in `from` (any, if empty), a change bound to an attempt finds that attempt
+    /// kept, and a delay is told only once.
+    fn applies(&mut self, update: &DraftUpdate, from: &[DraftStatus]) -> String {
+        let mut condition = self.condition(from);
+        if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } =
+            update
+        {
+            let (a, v) = (self.name("pending_run"), self.value(s(run)));
+            condition.push_str(&format!(" AND {a} = {v}"));
+        }
+        if matches!(update, DraftUpdate::DelayTold) {
+            let (a, f) = (
+                self.name("delay_told"),
+                self.value(AttributeValue::Bool(false)),
+            );
+            condition.push_str(&format!(" AND (attribute_not_exists({a}) OR {a} = {f})"));
+        }
+        condition
+    }
+
     /// `attribute_exists(pk)` and, when `from` is not empty, `status IN (…)`.
     fn condition(&mut self, from: &[DraftStatus]) -> String {
         let mut c = "attribute_exists(pk)".to_owned();
@@ -940,17 +961,7 @@ impl RecordStore for DynamoStore {
         now: i64,
     ) -> Result<bool, StoreError> {
         let mut e = draft_update(self.ns, update, now);
-        let mut condition = e.condition(from);
-        if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } =
-            update
-        {
-            let (a, v) = (e.name("pending_run"), e.value(s(run)));
-            condition.push_str(&format!(" AND {a} = {v}"));
-        }
-        if matches!(update, DraftUpdate::DelayTold) {
-            let (a, f) = (e.name("delay_told"), e.value(AttributeValue::Bool(false)));
-            condition.push_str(&format!(" AND (attribute_not_exists({a}) OR {a} = {f})"));
-        }
+        let condition = e.applies(update, from);
         let result = self
             .client
             .update_item()
@@ -985,11 +996,7 @@ impl RecordStore for DynamoStore {
     ) -> Result<Intent, StoreError> {
         let tx = |e| sdk_err("TransactWriteItems (intent)", e);
         let mut e = draft_update(self.ns, update, now);
-        let mut condition = e.condition(from);
-        if let DraftUpdate::IfAttempt { run, .. } = update {
-            let (a, v) = (e.name("pending_run"), e.value(s(run)));
-            condition.push_str(&format!(" AND {a} = {v}"));
-        }
+        let condition = e.applies(update, from);
         let intent = Update::builder()
             .table_name(&self.table)
             .set_key(Some(self.key(draft_name(key))))
