@@ -117,6 +117,34 @@ def ssm_resources(resources):
     return found
 
 
+def dynamodb_actions(resources):
+    """Every dynamodb: action an IAM statement of the template allows."""
+    found = set()
+    for r in resources.values():
+        if r.get("Type") not in ("AWS::IAM::Role", "AWS::IAM::Policy", "AWS::Serverless::Function"):
+            continue
+        for node in walk(r.get("Properties", {})):
+            if isinstance(node, dict) and "Action" in node:
+                actions = node["Action"] if isinstance(node["Action"], list) else [node["Action"]]
+                found.update(a.split(":", 1)[1] for a in actions
+                             if isinstance(a, str) and a.startswith("dynamodb:"))
+    return found
+
+
+# What a call in the DynamoDB store needs from IAM. A transaction is authorized by its parts.
+# Calls made only by `postonce table create` (local servers) are not listed.
+STORE_CALLS = {
+    ".get_item()": "GetItem",
+    ".batch_get_item()": "BatchGetItem",
+    ".update_item()": "UpdateItem",
+    "Update::builder()": "UpdateItem",
+    "Put::builder()": "PutItem",
+    ".put_item()": "PutItem",
+    "ConditionCheck::builder()": "ConditionCheckItem",
+    ".query()": "Query",
+}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", default=os.path.join(ROOT, "infra", "template.yaml"))
@@ -228,6 +256,15 @@ def main():
             table.get("DeletionPolicy") == "Retain" and table.get("UpdateReplacePolicy") == "Retain",
             "the table is retained on delete and replace",
         )
+
+    store_rs = os.path.join(ROOT, "src", "record", "dynamodb.rs")
+    if os.path.isfile(store_rs):
+        store = open(store_rs, encoding="utf-8").read()
+        granted = dynamodb_actions(resources)
+        for call, action in sorted(STORE_CALLS.items()):
+            if call in store:
+                report.check(action in granted,
+                             f"the function may call dynamodb:{action} (src/record/dynamodb.rs uses {call})")
 
     config_text = "".join(t for p, t in source_text.items() if os.path.basename(p) == "config.rs")
     m = re.search(r'DEFAULT_LINKEDIN_VERSION\s*:\s*&str\s*=\s*"(\d{6})"', config_text)
