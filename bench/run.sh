@@ -2,12 +2,14 @@
 # The benchmark (README "Performance"): builds release, starts its own redis-server and
 # DynamoDB Local on free ports, serves the cover image on loopback, and runs `postonce serve`
 # (dry-run publisher) beside the bare client (bench/bare/, its own small cargo package with
-# postonce's lock file and release profile), interleaved. Prints the
-# table with ratios. Not part of the test command.
+# postonce's lock file and release profile), interleaved; then a latency phase against a fake
+# LinkedIn that answers each call after 150 ms. Prints the table with ratios. Not part of the
+# test command.
 #
-# Usage: bench/run.sh [--runs N] [--cold N] [--count-runs N] [--peers] [--keep]
+# Usage: bench/run.sh [--runs N] [--cold N] [--count-runs N] [--latency-runs N] [--peers] [--keep]
 #   --runs N    CPU-phase iterations per kind (default 2000)
 #   --cold N    cold runs for the start-up median (default 20)
+#   --latency-runs N  new-key runs against the 150 ms LinkedIn (default 20)
 #   --peers     also run the peers (bench/peers/) in the same run, against the same servers:
 #               Powertools Idempotency (Python, DynamoDB) and the seed design in Node (Redis +
 #               DynamoDB), counted, interleaved in the CPU loop and cold-started like postonce;
