@@ -786,11 +786,39 @@ async fn post_anyway_never_overtakes_a_resend_in_flight() {
     assert_eq!(env.linkedin.posts_created(), 1);
 }
 
-/// Rule 2 when the draft's state is read before the claim: a draft item gone (DynamoDB's TTL
-/// removes a posted draft after 30 days; the record never expires) and the draft sent again.
-/// Its write creates a fresh `new` draft, so the run goes straight to its intent, and the
-/// intent's condition on the record is what stops it. LinkedIn's duplicate check is off: a
-/// second create would be a second post. Both stores.
+/// Removes a draft item behind postonce's back, as DynamoDB's TTL does 30 days after it was
+/// posted (the record never expires).
+async fn forget_draft(env: &Env, stores: Stores, key: &PostKey) {
+    match stores {
+        Stores::Real => {
+            env.dynamo_client()
+                .delete_item()
+                .table_name(env.vars["POSTONCE_TABLE"].clone())
+                .key(
+                    "pk",
+                    aws_sdk_dynamodb::types::AttributeValue::S(format!("draft:{key}")),
+                )
+                .send()
+                .await
+                .expect("delete the draft item");
+        }
+        Stores::Local => {
+            let dir = std::path::Path::new(&env.vars["POSTONCE_DATA_DIR"]);
+            match std::fs::remove_file(dir.join("drafts").join(format!("{key}.json"))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => panic!("remove the draft file: {e}"),
+            }
+        }
+    }
+}
+
+/// Rule 2 when the draft's state is read before the claim: a draft item gone (expired) and
+/// the draft sent again. Its write creates a fresh `new` draft, so the run goes straight to its
+/// intent, and the intent's condition on the record is what stops it. LinkedIn's duplicate
+/// check is off: a second create would be a second post. Also sent again with a time (never
+/// scheduled: the record is read first) and with an image that is gone (the failure before
+/// the intent reads the record: answered as posted, not failed). Both stores.
 #[tokio::test]
 async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record() {
     for stores in [Stores::Real, Stores::Local] {
@@ -801,25 +829,7 @@ async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record(
             env.post(&key, "Posted long ago").await.outcome,
             OutcomeKind::Posted
         );
-        match stores {
-            Stores::Real => {
-                env.dynamo_client()
-                    .delete_item()
-                    .table_name(env.vars["POSTONCE_TABLE"].clone())
-                    .key(
-                        "pk",
-                        aws_sdk_dynamodb::types::AttributeValue::S(format!("draft:{key}")),
-                    )
-                    .send()
-                    .await
-                    .expect("delete the draft item");
-            }
-            Stores::Local => {
-                let dir = std::path::Path::new(&env.vars["POSTONCE_DATA_DIR"]);
-                std::fs::remove_file(dir.join("drafts").join(format!("{key}.json")))
-                    .expect("remove the draft file");
-            }
-        }
+        forget_draft(&env, stores, &key).await;
         let again = env.post(&key, "Posted long ago").await;
         assert_eq!(
             again.outcome,
@@ -833,5 +843,33 @@ async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record(
         let draft = env.status(&key).await.snapshot.draft.expect("draft");
         assert_eq!(draft.status, DraftStatus::Posted, "{stores:?}");
         assert!(draft.record.is_some(), "{stores:?}: no record copy");
+
+        forget_draft(&env, stores, &key).await;
+        let mut req = env.request(&key, Some(env.content("Posted long ago")));
+        req.publish_at = Some(now_s() + 3600);
+        let timed = env.app.pipeline.run(req, env.deadline()).await;
+        assert_eq!(
+            timed.outcome,
+            OutcomeKind::AlreadyPosted,
+            "{stores:?}: {timed:?}"
+        );
+        let draft = env.status(&key).await.snapshot.draft;
+        assert!(
+            draft.is_none_or(|d| d.status != DraftStatus::Scheduled),
+            "{stores:?}: a posted key was scheduled"
+        );
+
+        forget_draft(&env, stores, &key).await;
+        let gone = env
+            .post_image(&key, "Posted long ago", &env.images.url("/missing.png"))
+            .await;
+        assert_eq!(
+            gone.outcome,
+            OutcomeKind::AlreadyPosted,
+            "{stores:?}: {gone:?}"
+        );
+        let draft = env.status(&key).await.snapshot.draft.expect("draft");
+        assert_eq!(draft.status, DraftStatus::Posted, "{stores:?}");
+        assert_eq!(env.linkedin.posts_created(), 1, "{stores:?}");
     }
 }

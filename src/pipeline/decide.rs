@@ -32,6 +32,8 @@ impl Lane {
                 DraftStatus::Failed,
                 DraftStatus::Unknown,
                 DraftStatus::NeedsReview,
+                DraftStatus::Scheduled,
+                DraftStatus::Cancelled,
             ];
             let update = DraftUpdate::Recorded {
                 expires_at,
@@ -84,6 +86,7 @@ impl Lane {
                     DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
                 )
         });
+        let checked = direct.is_none();
         let snapshot = match direct {
             Some(draft) => Snapshot {
                 draft: Some(draft),
@@ -188,17 +191,34 @@ impl Lane {
             }
         }
         let attempts = draft.map_or(0, |d| d.attempts);
-        self.publish(
-            req,
-            dl,
-            &content,
-            attempts,
-            progress,
-            publish::Takes {
-                from: &intent_from,
-                replaces: replaces.as_deref(),
-            },
-        )
-        .await
+        let (outcome, finish) = self
+            .publish(
+                req,
+                dl,
+                &content,
+                attempts,
+                progress,
+                publish::Takes {
+                    from: &intent_from,
+                    replaces: replaces.as_deref(),
+                },
+            )
+            .await;
+        // A run that went straight on (the record unread) and failed before its intent (the
+        // image, the upload): the record is read now, so a key that is posted (its draft item
+        // had expired and was sent again) is answered as posted, never as a failure.
+        if !checked && outcome.outcome == OutcomeKind::Failed && progress.stage() == Stage::Claimed
+        {
+            if let Ok(Ok(Snapshot {
+                record: Some(record),
+                ..
+            })) = dl.work(t.dynamodb, self.records.load(key, None)).await
+            {
+                if self.counts(&record) {
+                    return (self.already(key, dl, &record, true).await, Finish::Release);
+                }
+            }
+        }
+        (outcome, finish)
     }
 }

@@ -80,8 +80,23 @@ impl Lane {
                 "nothing to schedule: the draft carried no content",
             );
         };
-        // Stored first (nothing is lost); a posted draft is left as it is and comes back with
-        // its record's copy: a recorded target stays recorded, sending it again changes nothing.
+        // A recorded target stays recorded: sending it again changes nothing. Read first: a
+        // draft item can be gone (expired) while its record stays, and a time must never be
+        // set on a posted key.
+        match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+            Ok(Snapshot {
+                record: Some(r),
+                draft,
+                ..
+            }) if self.counts(&r) => {
+                let mark = draft.is_some_and(|d| d.status != DraftStatus::Posted);
+                return self.already(key, dl, &r, mark).await;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return failed(key, true, format!("{e}; nothing was stored or scheduled"));
+            }
+        }
         let saved = dl
             .work(
                 t.dynamodb,
@@ -90,15 +105,13 @@ impl Lane {
             )
             .await;
         match flatten_value(saved) {
-            Ok(draft) => {
-                if let Some(r) = draft
-                    .record
-                    .as_ref()
-                    .filter(|r| draft.status == DraftStatus::Posted && self.counts(r))
-                {
+            // Recorded meanwhile: the draft's write found the record's copy.
+            Ok(draft) if draft.status == DraftStatus::Posted => {
+                if let Some(r) = draft.record.as_ref().filter(|r| self.counts(r)) {
                     return self.already(key, dl, r, false).await;
                 }
             }
+            Ok(_) => {}
             Err(e) => {
                 return failed(
                     key,

@@ -197,14 +197,22 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
     })
 }
 
+/// In the real namespace, the condition under which a `posted:` item does not count as a post:
+/// a dry run's record (only an older version could write one there), whose URN carries the
+/// mark (LinkedIn's) or starts with it (the other networks'); see
+/// [`crate::publish::is_dry_run_urn`]. Uses `#urn`, `:dry` and `:dryid`.
+const DRY_RECORD: &str = "contains(#urn, :dry) OR begins_with(#urn, :dryid)";
+
 /// The record's copy a posted draft keeps ([`Draft::record`]), as JSON.
 fn record_copy(record: &PostedRecord) -> AttributeValue {
     s(serde_json::to_string(record).unwrap_or_default())
 }
 
-/// The `ConditionalCheckFailed` reasons of a cancelled transaction, in the order of its items:
-/// `Some(item)` for each item whose condition failed (with the item, when DynamoDB returned
-/// it), `None` for the others. `None` when the error is not a cancelled transaction.
+/// The `ConditionalCheckFailed` reasons of a transaction cancelled by its conditions, in the
+/// order of its items: `Some(item)` for each item whose condition failed (with the item, when
+/// DynamoDB returned it), `None` for the others. `None` when the error is not a cancelled
+/// transaction, or when any item was cancelled for another reason (a conflict with another
+/// transaction, throttling): that is a failure to retry, not an answer.
 fn failed_checks(
     err: &aws_sdk_dynamodb::error::SdkError<
         aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
@@ -212,12 +220,20 @@ fn failed_checks(
 ) -> Option<Vec<Option<Option<Item>>>> {
     use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
     match err.as_service_error()? {
-        TransactWriteItemsError::TransactionCanceledException(tce) => Some(
-            tce.cancellation_reasons()
+        TransactWriteItemsError::TransactionCanceledException(tce) => {
+            let reasons = tce.cancellation_reasons();
+            let other = reasons
                 .iter()
-                .map(|r| (r.code() == Some("ConditionalCheckFailed")).then(|| r.item().cloned()))
-                .collect(),
-        ),
+                .any(|r| !matches!(r.code(), None | Some("None" | "ConditionalCheckFailed")));
+            (!other).then(|| {
+                reasons
+                    .iter()
+                    .map(|r| {
+                        (r.code() == Some("ConditionalCheckFailed")).then(|| r.item().cloned())
+                    })
+                    .collect()
+            })
+        }
         _ => None,
     }
 }
@@ -782,8 +798,12 @@ impl RecordStore for DynamoStore {
         let posted = e.value(s(DraftStatus::Posted.as_str()));
         let mut condition = format!("attribute_not_exists({rec}) OR {st} <> {posted}");
         if self.ns.is_empty() {
+            // The copy of a dry run's record (see `DRY_RECORD`), in its JSON.
             let dry = e.value(s(crate::publish::dry_run::MARK));
-            condition.push_str(&format!(" OR contains({rec}, {dry})"));
+            let dry_id = e.value(s("\"urn\":\"dryrun-"));
+            condition.push_str(&format!(
+                " OR contains({rec}, {dry}) OR contains({rec}, {dry_id})"
+            ));
         }
         let result = self
             .client
@@ -898,9 +918,10 @@ impl RecordStore for DynamoStore {
         put = if self.ns.is_empty() {
             // A dry run's record in the real namespace (only an older version could write one)
             // proves nothing was posted: a real record may replace it.
-            put.condition_expression("attribute_not_exists(pk) OR contains(#urn, :dry)")
+            put.condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
                 .expression_attribute_names("#urn", "urn")
                 .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+                .expression_attribute_values(":dryid", s("dryrun-"))
         } else {
             put.condition_expression("attribute_not_exists(pk)")
         };
@@ -1012,9 +1033,10 @@ impl RecordStore for DynamoStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         no_record = if self.ns.is_empty() {
             no_record
-                .condition_expression("attribute_not_exists(pk) OR contains(#urn, :dry)")
+                .condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
                 .expression_attribute_names("#urn", "urn")
                 .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+                .expression_attribute_values(":dryid", s("dryrun-"))
         } else {
             no_record.condition_expression("attribute_not_exists(pk)")
         };
