@@ -752,17 +752,26 @@ impl DynamoStore {
         Ok(format!("; due index added ({indexed} open drafts indexed)"))
     }
 
-    async fn get_record_consistent(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
+    /// One item, strongly consistent (`what` names it in an error).
+    async fn get_consistent(&self, name: String, what: &str) -> Result<Option<Item>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(self.key(format!("posted:{key}"))))
+            .set_key(Some(self.key(name)))
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| sdk_err("GetItem", e))?;
-        out.item().map(record_from_item).transpose()
+            .map_err(|e| sdk_err(what, e))?;
+        Ok(out.item)
+    }
+
+    async fn get_record_consistent(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
+        self.get_consistent(format!("posted:{key}"), "GetItem")
+            .await?
+            .as_ref()
+            .map(record_from_item)
+            .transpose()
     }
 }
 
@@ -894,16 +903,10 @@ impl RecordStore for DynamoStore {
     }
 
     async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(caption_name(caption_hash))))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_err("GetItem (caption)", e))?;
-        Ok(out.item().and_then(|i| get_s(i, "key")))
+        let item = self
+            .get_consistent(caption_name(caption_hash), "GetItem (caption)")
+            .await?;
+        Ok(item.and_then(|i| get_s(&i, "key")))
     }
 
     async fn put_posted(
@@ -1169,16 +1172,10 @@ impl RecordStore for DynamoStore {
     }
 
     async fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(self.key(pace_name(network))))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_err("GetItem (pace)", e))?;
-        Ok(out.item().and_then(|i| get_n(i, "last_ms")))
+        let item = self
+            .get_consistent(pace_name(network), "GetItem (pace)")
+            .await?;
+        Ok(item.and_then(|i| get_n(&i, "last_ms")))
     }
 
     async fn check(&self) -> Result<String, StoreError> {
