@@ -259,27 +259,35 @@ impl Outcome {
 
     /// The buttons under the Telegram report: with several targets, each target's own, named.
     pub fn buttons(&self) -> Vec<Button> {
-        let mut buttons = if self.parts.is_empty() {
-            self.own_buttons(false)
+        self.button_rows().into_iter().flatten().collect()
+    }
+
+    /// The buttons as keyboard rows: one row per target that has buttons, and the draft-wide
+    /// ones (Post now, Cancel) on a row of their own. The Bot API refuses a row wider than 8
+    /// buttons (observed, not documented), and five `unknown` targets make 10 buttons: in one
+    /// row the report would never arrive.
+    pub fn button_rows(&self) -> Vec<Vec<Button>> {
+        let mut rows: Vec<Vec<Button>> = if self.parts.is_empty() {
+            vec![self.own_buttons(false)]
         } else {
-            self.parts
-                .iter()
-                .flat_map(|p| p.own_buttons(true))
-                .collect()
+            self.parts.iter().map(|p| p.own_buttons(true)).collect()
         };
         // A schedule is the draft's, whatever its targets: Post now and Cancel act on all.
         let scheduled = |o: &Outcome| o.outcome == OutcomeKind::Scheduled;
         if scheduled(self) || self.parts.iter().any(scheduled) {
-            buttons.push(Button {
-                text: "Post now".into(),
-                data: format!("now:{}", self.key),
-            });
-            buttons.push(Button {
-                text: "Cancel".into(),
-                data: format!("cancel:{}", self.key),
-            });
+            rows.push(vec![
+                Button {
+                    text: "Post now".into(),
+                    data: format!("now:{}", self.key),
+                },
+                Button {
+                    text: "Cancel".into(),
+                    data: format!("cancel:{}", self.key),
+                },
+            ]);
         }
-        buttons
+        rows.retain(|row| !row.is_empty());
+        rows
     }
 
     /// This target's buttons. `named`: one of several targets, so every button names it.

@@ -544,3 +544,66 @@ async fn lambda_events_route_and_answer() {
             .expect("sweep");
     assert!(sweep.get("examined").is_some(), "{sweep}");
 }
+
+/// Five `unknown` targets make ten buttons: the report keeps one keyboard row per target (and
+/// the draft-wide buttons on their own row), so the Bot API, which refuses a row wider than
+/// 8 buttons (the fake does too), takes it. In one row it was refused and never arrived.
+#[tokio::test]
+async fn a_report_of_five_unknown_targets_arrives_one_row_per_target() {
+    use postonce::notify::telegram::{TelegramClient, TelegramNotifier};
+    use postonce::notify::Notifier;
+    use postonce::publish::network::Network;
+    use support::telegram::{TelegramFake, MAX_ROW_BUTTONS};
+
+    let fake = TelegramFake::start(support::env::TG_TOKEN).await;
+    let client = Arc::new(TelegramClient::new(
+        postonce::app::http_client().expect("client"),
+        &fake.uri(),
+        postonce::config::Secret::new(support::env::TG_TOKEN),
+    ));
+    let notifier = TelegramNotifier::new(client, CHAT, Duration::from_secs(5));
+    let key = postonce::key::PostKey::new("blog", "five-unknown").expect("key");
+    let parts: Vec<_> = Network::ALL
+        .into_iter()
+        .map(|n| {
+            postonce::outcome::Outcome::new(&key.on(n), OutcomeKind::Unknown, "no clear answer")
+                .retryable(true)
+        })
+        .collect();
+    let o = postonce::outcome::Outcome::combine(&key, parts);
+    assert_eq!(o.buttons().len(), 10);
+    notifier
+        .report(&o, None)
+        .await
+        .expect("the Bot API takes the report");
+    let (_, markup) = fake.message(1).expect("the report arrived");
+    let rows = markup["inline_keyboard"].as_array().expect("rows").clone();
+    assert_eq!(rows.len(), 5, "one row per target: {markup}");
+    for (row, n) in rows.iter().zip(Network::ALL) {
+        let data: Vec<&str> = row
+            .as_array()
+            .expect("row")
+            .iter()
+            .map(|b| b["callback_data"].as_str().unwrap_or_default())
+            .collect();
+        assert!(data.len() <= MAX_ROW_BUTTONS);
+        assert!(
+            data.iter().all(|d| d.ends_with(&format!("@{}", n.as_str()))
+                || (n == Network::Linkedin && d.ends_with(&key.to_string()))),
+            "{n:?}: {data:?}"
+        );
+    }
+
+    // A scheduled draft: its Post now / Cancel sit on their own row.
+    let scheduled = postonce::outcome::Outcome::combine(
+        &key,
+        Network::ALL
+            .into_iter()
+            .map(|n| postonce::outcome::Outcome::new(&key.on(n), OutcomeKind::Scheduled, "later"))
+            .collect(),
+    );
+    let rows = scheduled.button_rows();
+    assert_eq!(rows.len(), 1);
+    let data: Vec<String> = rows[0].iter().map(|b| b.data.clone()).collect();
+    assert_eq!(data, [format!("now:{key}"), format!("cancel:{key}")]);
+}

@@ -125,14 +125,19 @@ impl TelegramNotifier {
     }
 }
 
-/// The `reply_markup` of an outcome's buttons, one row.
+/// The `reply_markup` of an outcome's buttons: one row per target, the draft-wide buttons on
+/// their own row ([`Outcome::button_rows`]).
 pub fn keyboard(outcome: &Outcome) -> Value {
-    let row: Vec<Value> = outcome
-        .buttons()
+    let rows: Vec<Vec<Value>> = outcome
+        .button_rows()
         .into_iter()
-        .map(|b| json!({"text": b.text, "callback_data": b.data}))
+        .map(|row| {
+            row.into_iter()
+                .map(|b| json!({"text": b.text, "callback_data": b.data}))
+                .collect()
+        })
         .collect();
-    json!({"inline_keyboard": if row.is_empty() { vec![] } else { vec![row] }})
+    json!({ "inline_keyboard": rows })
 }
 
 #[async_trait]

@@ -39,6 +39,24 @@ fn err(code: u16, description: &str) -> ResponseTemplate {
         .set_body_json(json!({"ok": false, "error_code": code, "description": description}))
 }
 
+/// Inline keyboard buttons a row may hold: 8, as measured by users (not documented; pyTelegramBotAPI
+/// `max_row_keys`, tginfo/Telegram-Limits#228), and 100 in all.
+pub const MAX_ROW_BUTTONS: usize = 8;
+pub const MAX_BUTTONS: usize = 100;
+
+/// The Bot API's refusal of a keyboard too wide or too large, as users see it.
+fn keyboard_refusal(markup: &Value) -> Option<ResponseTemplate> {
+    let rows = markup.get("inline_keyboard")?.as_array()?;
+    let widest = rows
+        .iter()
+        .map(|r| r.as_array().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0);
+    let total: usize = rows.iter().map(|r| r.as_array().map_or(0, Vec::len)).sum();
+    (widest > MAX_ROW_BUTTONS || total > MAX_BUTTONS)
+        .then(|| err(400, "Bad Request: reply markup is too long"))
+}
+
 impl Respond for Bot {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let p = req.url.path().to_owned();
@@ -80,6 +98,11 @@ impl Respond for Bot {
             .to_owned();
         let markup = body.get("reply_markup").cloned().unwrap_or(Value::Null);
         let chat = body.get("chat_id").cloned().unwrap_or(json!(0));
+        if matches!(name.as_str(), "sendMessage" | "editMessageText") {
+            if let Some(refusal) = keyboard_refusal(&markup) {
+                return refusal;
+            }
+        }
         match name.as_str() {
             "sendMessage" => {
                 if text.is_empty() || text.chars().count() > 4096 {
