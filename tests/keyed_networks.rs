@@ -890,3 +890,58 @@ async fn a_caption_too_long_for_one_network_is_a_400_naming_it() {
         env.channel().messages_posted()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A 429 on create: the next try waits for the reset the network named.
+
+/// Each network refuses the create with a 429 whose reset is 90 s ahead (X's
+/// `x-rate-limit-reset` in Unix seconds, Mastodon's `X-RateLimit-Reset` in ISO 8601, Bluesky's
+/// `RateLimit-Reset`, the Bot API's `parameters.retry_after`): the target fails retryable and
+/// its `next_retry_at` is not before the reset (the sweeper's own backoff would have come back
+/// 30–60 s later, before it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_create_keeps_the_reset_for_the_next_try_on_every_network() {
+    use support::tg_channel::ChannelMode;
+    let env = Env::with_five_targets(Stores::Local, &[]).await;
+    const RESET: u64 = 90;
+    env.x()
+        .set_create_mode(support::x::Mode::RateLimited { reset_in: RESET });
+    env.mastodon()
+        .set_create_mode(MastoMode::RateLimited { reset_in: RESET });
+    env.bluesky()
+        .set_put_mode(BskyMode::RateLimited { reset_in: RESET });
+    env.channel().set_mode(ChannelMode::TooManyRequests {
+        retry_after_s: RESET,
+    });
+    for n in [
+        Network::X,
+        Network::Mastodon,
+        Network::Bluesky,
+        Network::Telegram,
+    ] {
+        let key = env.key();
+        let before = postonce::record::now_s();
+        let o = run_on(&env, &key, Some(true), n).await;
+        let t = target(&o, n);
+        assert_eq!(t.outcome, OutcomeKind::Failed, "{}: {o:?}", n.as_str());
+        assert!(t.retryable, "{}: {o:?}", n.as_str());
+        let draft = env
+            .status(&key.on(n))
+            .await
+            .snapshot
+            .draft
+            .expect("the draft is kept");
+        let next = draft.next_retry_at.expect("a retry time");
+        println!(
+            "{}: 429 resetting in {RESET}s → next try in {}s",
+            n.as_str(),
+            next - before
+        );
+        assert!(
+            next >= before + i64::try_from(RESET).expect("small") - 1,
+            "{}: the next try ({next}) comes before the reset ({}): {draft:?}",
+            n.as_str(),
+            before + 90
+        );
+    }
+}

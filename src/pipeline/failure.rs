@@ -13,11 +13,25 @@ impl Lane {
         why: String,
         retryable: bool,
     ) -> Outcome {
+        self.fail_after_intent_until(req, dl, why, retryable, None)
+            .await
+    }
+
+    /// [`Self::fail_after_intent`] for a refusal that named when to come back (a 429's
+    /// `X-RateLimit-Reset`, `Retry-After`, `retry_after`): the next try is not before it.
+    pub(super) async fn fail_after_intent_until(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        why: String,
+        retryable: bool,
+        retry_after: Option<Duration>,
+    ) -> Outcome {
         let key = &req.key;
         let detail = format!("{why}; nothing was posted");
         let update = DraftUpdate::IfAttempt {
             run: req.run_id.clone(),
-            update: Box::new(self.failed_update(&detail, retryable, 0, None)),
+            update: Box::new(self.failed_update(&detail, retryable, 0, retry_after)),
         };
         if self
             .note(key, dl, &update, &[DraftStatus::Unknown], "the failure")

@@ -339,8 +339,10 @@ impl Lane {
             ),
             Ok(Err(e)) => {
                 let retryable = e.is_transient();
+                // A rate limit's reset, as the network named it, holds for the next try too.
+                let wait = rate_limit_wait(&e);
                 (
-                    self.fail_after_intent(req, dl, e.to_string(), retryable)
+                    self.fail_after_intent_until(req, dl, e.to_string(), retryable, wait)
                         .await,
                     Finish::Release,
                 )
