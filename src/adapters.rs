@@ -58,7 +58,10 @@ pub async fn build(
 
     let mastodon: Arc<dyn NetworkAdapter> = match (&config.mastodon_url, &config.mastodon_token) {
         (Some(url), Some(token)) => {
-            let adapter = MastodonAdapter::new(http.clone(), url, token.clone());
+            // The wait for an image's processing fits each call's budget; a later try
+            // resumes it (Config checked the budget fits the run).
+            let adapter = MastodonAdapter::new(http.clone(), url, token.clone())
+                .with_budget(config.timeouts.mastodon);
             // The instance's own limits (characters, image size), read once so that text is
             // checked at input time against them; without them, Mastodon's default 500 holds
             // and the instance still refuses what it does not take.

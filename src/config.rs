@@ -578,6 +578,25 @@ impl Config {
                 ));
             }
         }
+        // Mastodon's upload waits for the image's processing inside its budget (and a later
+        // try resumes the wait): the budget must hold an upload and a poll, and fit the time a
+        // run has for work (its deadline less the reserve kept for recording and reporting).
+        if mastodon_url.is_some() && mastodon_token.is_some() {
+            let work = function_timeout - (function_timeout / 4).min(Duration::from_secs(15));
+            let least = crate::publish::mastodon::MIN_BUDGET;
+            if timeouts.mastodon < least || timeouts.mastodon > work {
+                return Err(bad(
+                    "POSTONCE_MASTODON_TIMEOUT_MS",
+                    format!(
+                        "{}ms must be from {}ms (an upload and one poll of the image's processing) to {}ms (the run's time for work: POSTONCE_FUNCTION_TIMEOUT_S {}s less its reserve for recording and reporting)",
+                        timeouts.mastodon.as_millis(),
+                        least.as_millis(),
+                        work.as_millis(),
+                        function_timeout.as_secs()
+                    ),
+                ));
+            }
+        }
         let posted_claim_ttl = seconds(&get, "POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
         if posted_claim_ttl <= claim_ttl {
             return Err(bad(
@@ -951,6 +970,27 @@ mod tests {
             load(&[("POSTONCE_TARGETS", "x")]).unwrap().targets,
             vec![Network::X]
         );
+    }
+
+    #[test]
+    fn the_mastodon_budget_must_hold_the_media_wait_inside_the_run() {
+        let real = [
+            ("MASTODON_URL", "https://mastodon.example"),
+            ("MASTODON_ACCESS_TOKEN", "t"),
+        ];
+        let with = |ms: &str| {
+            let mut pairs = real.to_vec();
+            pairs.push(("POSTONCE_MASTODON_TIMEOUT_MS", ms));
+            load(&pairs)
+        };
+        assert!(with("10000").is_ok());
+        for ms in ["500", "50000"] {
+            let err = with(ms).unwrap_err();
+            assert_eq!(err.var, "POSTONCE_MASTODON_TIMEOUT_MS", "{err}");
+            assert!(err.to_string().contains("45000ms"), "{err}");
+        }
+        // A dry run sends nothing: its budget is not checked.
+        assert!(load(&[("POSTONCE_MASTODON_TIMEOUT_MS", "500")]).is_ok());
     }
 
     #[test]

@@ -945,3 +945,32 @@ async fn a_429_on_create_keeps_the_reset_for_the_next_try_on_every_network() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mastodon's media wait inside its budget.
+
+/// A slow instance: each image is processed 2.5 s after its upload, and the Mastodon budget is
+/// 1.5 s a call. Each try of the upload waits inside its budget; the next try polls the media
+/// id the instance already gave (never a second `POST /api/v2/media`), so the run posts with
+/// one upload. (Before: a 30 s wait inside a 1.5 s budget, cut every time, and each try
+/// uploaded again: three orphan uploads and no post.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mastodon_slow_processing_is_waited_for_with_one_upload() {
+    let env = Env::with_five_targets(Stores::Local, &[]).await;
+    let m = env.mastodon();
+    m.set_processing_time(Some(Duration::from_millis(2500)));
+    let key = env.key();
+    let started = Instant::now();
+    let o = run_on(&env, &key, Some(true), Network::Mastodon).await;
+    println!(
+        "mastodon, 2.5 s processing, 1.5 s budget: {:?} in {:?}; uploads {}, polls {}, statuses {}",
+        o.outcome,
+        started.elapsed(),
+        m.upload_requests(),
+        m.media_polls(),
+        m.statuses_created()
+    );
+    assert_eq!(m.upload_requests(), 1, "one POST /api/v2/media: {o:?}");
+    assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(m.statuses_created(), 1);
+}

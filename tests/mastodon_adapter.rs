@@ -96,20 +96,68 @@ async fn upload_waits_while_the_image_is_processing() {
 }
 
 #[tokio::test]
-async fn the_processing_wait_is_bounded() {
+async fn the_processing_wait_is_bounded_and_the_next_try_resumes_it() {
     let fake = MastodonFake::start().await;
     fake.set_processing(Some(1000));
     let m = adapter(&fake).with_media_wait(Duration::from_millis(700));
     let started = std::time::Instant::now();
     let e = m.upload(&media(None)).await.unwrap_err();
     assert!(
-        matches!(&e, PostError::InDoubt { message, .. } if message.contains("still being processed")),
+        matches!(&e, PostError::NotReady { message, .. } if message.contains("still being processed")),
         "{e:?}"
     );
     assert!(e.is_transient(), "an upload may be tried again: {e:?}");
-    assert!(started.elapsed() < Duration::from_secs(2));
-    // 200 ms, then 400 ms; the next pause (800 ms) would pass the bound.
-    assert_eq!(fake.media_polls(), 2);
+    assert!(!e.may_exist(), "{e:?}");
+    // The wait ends by itself, before its bound and a poll's round trip.
+    assert!(
+        started.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fake.media_polls() >= 1);
+    assert_eq!(fake.upload_requests(), 1);
+
+    // The next try polls the id it has; it never uploads the image again.
+    fake.set_processing(None);
+    let polls = fake.media_polls();
+    let _ = m.upload(&media(None)).await.unwrap_err();
+    assert_eq!(fake.upload_requests(), 1, "a second POST /api/v2/media");
+    assert!(fake.media_polls() > polls);
+}
+
+/// A slow instance (each image processed 2.5 s after its upload) inside a 1 s budget per call:
+/// each try waits inside its budget, and every try after the first resumes the same upload, so
+/// the image is uploaded once and is ready on a later try. A try the budget cuts short (the
+/// call dropped mid-poll) is resumed the same way.
+#[tokio::test]
+async fn a_slow_instance_is_waited_for_across_tries_with_one_upload() {
+    let fake = MastodonFake::start().await;
+    fake.set_processing_time(Some(Duration::from_millis(2500)));
+    let budget = Duration::from_millis(1000);
+    let m = adapter(&fake).with_budget(budget);
+    let started = std::time::Instant::now();
+    let mut tries = 0;
+    let uploaded = loop {
+        tries += 1;
+        assert!(tries <= 6, "never processed");
+        // The pipeline bounds every call by its budget; the first try is cut shorter still.
+        let bound = if tries == 1 { budget / 2 } else { budget };
+        match tokio::time::timeout(bound, m.upload(&media(Some("slow")))).await {
+            Ok(Ok(uploaded)) => break uploaded,
+            Ok(Err(e)) => assert!(matches!(e, PostError::NotReady { .. }), "{e:?}"),
+            Err(_) => assert_eq!(tries, 1, "only the first try is cut by its bound"),
+        }
+    };
+    println!(
+        "slow instance: ready after {tries} tries in {:?}; uploads {}, polls {}",
+        started.elapsed(),
+        fake.upload_requests(),
+        fake.media_polls()
+    );
+    assert_eq!(fake.upload_requests(), 1, "one POST /api/v2/media");
+    let p = m.prepare("Slowly processed", &uploaded, KEY);
+    m.create(&p, &media(Some("slow"))).await.expect("created");
+    assert_eq!(fake.statuses_created(), 1);
 }
 
 #[tokio::test]
@@ -139,10 +187,12 @@ async fn the_fake_refuses_media_still_processing() {
     let m = adapter(&fake);
     let p = m.prepare("Too early", &MediaRef(json!(id)), KEY);
     let e = m.create(&p, &media(None)).await.unwrap_err();
+    // Transient (a moment later it is accepted), and nothing was created.
     assert!(
-        matches!(&e, PostError::Rejected { status: 422, message, .. } if message.contains("not finished processing")),
+        matches!(&e, PostError::NotReady { message, .. } if message.contains("not finished processing")),
         "{e:?}"
     );
+    assert!(e.is_transient() && !e.may_exist(), "{e:?}");
     assert_eq!(fake.statuses_created(), 0);
 }
 

@@ -17,8 +17,10 @@
 //! a redaction as well, in case a server echoes it). [`MastodonDryRun`] is the variant without
 //! credentials.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -54,8 +56,18 @@ pub const SCOPES: &str = "write:media write:statuses read:accounts read:statuses
 pub const FIND_PAGE_SIZE: u8 = 40;
 /// Pages read at most when looking a status up.
 pub const FIND_MAX_PAGES: u32 = 5;
-/// How long an upload waits, at most, for the server to finish processing the image.
-pub const MEDIA_WAIT: Duration = Duration::from_secs(30);
+/// How long one upload call waits, at most, for the server to finish processing the image,
+/// until [`MastodonAdapter::with_budget`] sizes it inside the call's budget.
+pub const MEDIA_WAIT: Duration = Duration::from_secs(8);
+/// Kept back from the budget for the last poll's round trip, so the wait ends by itself (with
+/// [`PostError::NotReady`]) before the budget cuts it.
+pub const POLL_ROUND_TRIP: Duration = Duration::from_millis(250);
+/// How long an upload still being processed is resumed (polled by its id) instead of uploaded
+/// again; the instance removes unattached media after about a day.
+pub const RESUME_WITHIN: Duration = Duration::from_secs(3600);
+/// The least budget (`POSTONCE_MASTODON_TIMEOUT_MS`) an upload can wait for processing in: the
+/// upload, one pause and one poll.
+pub const MIN_BUDGET: Duration = Duration::from_millis(1000);
 /// The first pause before asking whether the image is processed; it doubles up to
 /// [`POLL_MAX`].
 pub const POLL_FIRST: Duration = Duration::from_millis(200);
@@ -648,6 +660,11 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
             network: NETWORK,
             message: format!("Mastodon answered {status}: {detail}"),
         },
+        // The image is still being processed: nothing was created, a moment later it will be.
+        422 if detail.contains("have not finished processing") => PostError::NotReady {
+            network: NETWORK,
+            message: format!("{detail} (the image is still being processed)"),
+        },
         _ => PostError::Rejected {
             network: NETWORK,
             status,
@@ -756,6 +773,10 @@ fn redact(token: &Secret, e: PostError) -> PostError {
             network,
             message: redact_text(t, message),
         },
+        PostError::NotReady { network, message } => PostError::NotReady {
+            network,
+            message: redact_text(t, message),
+        },
         e @ PostError::AlreadyExists { .. } => e,
     }
 }
@@ -814,6 +835,68 @@ pub struct MastodonAdapter {
     page_size: u8,
     max_pages: u32,
     media_wait: Duration,
+    /// Uploads the instance answered 202 for and that are still being processed, by the
+    /// digest of what was uploaded: a later try of the same upload polls the id it already
+    /// has instead of uploading again (a second `POST /api/v2/media` would leave an orphan
+    /// and count against 30 uploads per 30 minutes).
+    processing: Arc<StdMutex<HashMap<String, Processing>>>,
+}
+
+/// An upload still being processed.
+#[derive(Debug, Clone)]
+struct Processing {
+    id: String,
+    since: Instant,
+    /// A call is polling it now (another call of the same image uploads its own).
+    busy: bool,
+}
+
+/// Marks a resumable upload free again when its poll ends without an answer (an error, or the
+/// call dropped at its budget), unless [`Claimed::done`] removed it.
+struct Claimed {
+    map: Arc<StdMutex<HashMap<String, Processing>>>,
+    digest: String,
+    done: bool,
+}
+
+impl Claimed {
+    fn done(mut self) {
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.digest);
+        self.done = true;
+    }
+
+    fn forget(self) {
+        self.done();
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(p) = self
+                .map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_mut(&self.digest)
+            {
+                p.busy = false;
+            }
+        }
+    }
+}
+
+/// What identifies an upload: the bytes, their type and the alt text.
+fn upload_digest(media: &Media) -> String {
+    let mut h = Sha256::new();
+    h.update(media.content_type.as_bytes());
+    h.update(b"\n");
+    h.update(media.alt.as_deref().unwrap_or("").as_bytes());
+    h.update(b"\n");
+    h.update(&media.bytes);
+    hex::encode(h.finalize())
 }
 
 impl fmt::Debug for MastodonAdapter {
@@ -843,7 +926,18 @@ impl MastodonAdapter {
             page_size: FIND_PAGE_SIZE,
             max_pages: FIND_MAX_PAGES,
             media_wait: MEDIA_WAIT,
+            processing: Arc::new(StdMutex::new(HashMap::new())),
         }
+    }
+
+    /// Sizes the wait for the image's processing inside one call's budget
+    /// (`POSTONCE_MASTODON_TIMEOUT_MS`): an upload call polls until [`POLL_ROUND_TRIP`] before
+    /// its budget, then answers [`PostError::NotReady`]; the next try of the same image resumes
+    /// polling the id it already has.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.media_wait = budget.saturating_sub(budget / 10).max(POLL_FIRST);
+        self
     }
 
     /// The instance's limits as configured (or as read earlier), without asking the instance.
@@ -989,25 +1083,29 @@ impl MastodonAdapter {
     }
 
     /// Waits until `GET /api/v1/media/:id` answers 200 (206 while processing), pausing
-    /// [`POLL_FIRST`] doubling up to [`POLL_MAX`], for at most the media wait.
-    async fn wait_processed(&self, id: &str) -> Result<(), PostError> {
-        let started = Instant::now();
+    /// [`POLL_FIRST`] doubling up to [`POLL_MAX`], until the media wait (counted from
+    /// `started`, the call's start) less a poll's round trip.
+    async fn wait_processed(&self, id: &str, started: Instant) -> Result<(), PostError> {
         let mut pause = POLL_FIRST;
         let path = format!(
             "/api/v1/media/{}",
             utf8_percent_encode(id, NON_ALPHANUMERIC)
         );
         loop {
-            if started.elapsed() + pause > self.media_wait {
-                return Err(PostError::InDoubt {
+            let left = self
+                .media_wait
+                .saturating_sub(started.elapsed())
+                .saturating_sub(POLL_ROUND_TRIP);
+            if left.is_zero() {
+                return Err(PostError::NotReady {
                     network: NETWORK,
                     message: format!(
-                        "the image {id} was still being processed after {} ms; upload it again later",
+                        "the image {id} is still being processed after {} ms of this try; the next try polls it again (it is not uploaded again)",
                         started.elapsed().as_millis()
                     ),
                 });
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(POLL_MAX);
             let resp = self.get(&path).send().await.map_err(transport)?;
             let (status, _, _) = answer(resp, Op::Upload).await?;
@@ -1018,7 +1116,42 @@ impl MastodonAdapter {
         }
     }
 
+    /// Takes the upload of this image that is still being processed, if one is free to poll.
+    fn claim_processing(&self, digest: &str) -> Option<(String, Claimed)> {
+        let mut map = self
+            .processing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.retain(|_, p| p.since.elapsed() < RESUME_WITHIN);
+        let p = map.get_mut(digest).filter(|p| !p.busy)?;
+        p.busy = true;
+        let id = p.id.clone();
+        Some((
+            id,
+            Claimed {
+                map: self.processing.clone(),
+                digest: digest.to_owned(),
+                done: false,
+            },
+        ))
+    }
+
     async fn upload_once(&self, media: &Media) -> Result<MediaRef, PostError> {
+        let started = Instant::now();
+        let digest = upload_digest(media);
+        // A try after one whose wait ran out: poll the id the instance already gave.
+        if let Some((id, claimed)) = self.claim_processing(&digest) {
+            tracing::info!(network = NETWORK, media_id = %id, "resuming the wait for the image uploaded before");
+            match self.wait_processed(&id, started).await {
+                Ok(()) => {
+                    claimed.done();
+                    return Ok(MediaRef(Value::String(id)));
+                }
+                // Gone (removed by the instance): upload it afresh below.
+                Err(PostError::Rejected { status: 404, .. }) => claimed.forget(),
+                Err(e) => return Err(e),
+            }
+        }
         let limit = self.limits.image_size_limit();
         if media.bytes.is_empty() {
             return Err(local_refusal("the cover image is empty".into()));
@@ -1059,7 +1192,24 @@ impl MastodonAdapter {
             });
         };
         if status == 202 {
-            self.wait_processed(&id).await?;
+            self.processing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(
+                    digest.clone(),
+                    Processing {
+                        id: id.clone(),
+                        since: Instant::now(),
+                        busy: true,
+                    },
+                );
+            let claimed = Claimed {
+                map: self.processing.clone(),
+                digest,
+                done: false,
+            };
+            self.wait_processed(&id, started).await?;
+            claimed.done();
         }
         Ok(MediaRef(Value::String(id)))
     }

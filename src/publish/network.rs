@@ -173,6 +173,13 @@ pub enum PostError {
         network: &'static str,
         message: String,
     },
+    /// The network is not ready for the call yet (Mastodon still processing the image):
+    /// nothing was posted, and the same call a moment later may succeed.
+    #[error("{network} is not ready yet: {message}")]
+    NotReady {
+        network: &'static str,
+        message: String,
+    },
 }
 
 impl PostError {
@@ -180,7 +187,10 @@ impl PostError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::NotSent { .. } | Self::RateLimited { .. } | Self::InDoubt { .. }
+            Self::NotSent { .. }
+                | Self::RateLimited { .. }
+                | Self::InDoubt { .. }
+                | Self::NotReady { .. }
         )
     }
 

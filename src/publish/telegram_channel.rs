@@ -420,6 +420,10 @@ impl TelegramChannel {
                 network,
                 message: r.clean(&message),
             },
+            PostError::NotReady { network, message } => PostError::NotReady {
+                network,
+                message: r.clean(&message),
+            },
             PostError::ReadRefused { network, message } => PostError::ReadRefused {
                 network,
                 message: r.clean(&message),

@@ -73,6 +73,9 @@ pub struct MediaItem {
     pub description: Option<String>,
     /// 206 answers still to give before the image is processed; `None`: processed.
     pub pending: Option<u32>,
+    /// When processing ends on the real clock (Unix ms), for a slow instance
+    /// ([`MastodonFake::set_processing_time`]); `None`: by the count of polls only.
+    pub ready_at_ms: Option<i64>,
     pub attached_to: Option<String>,
 }
 
@@ -98,6 +101,7 @@ struct State {
     /// (account, key) → (status id, stored at, ms).
     keys: HashMap<(String, String), (String, i64)>,
     processing: Option<u32>,
+    processing_time: Option<Duration>,
     create_mode: Mode,
     upload_mode: Mode,
     read_mode: Read,
@@ -510,7 +514,10 @@ impl State {
             content_type,
             file_name: file.file_name.clone(),
             description,
-            pending: self.processing,
+            pending: self.processing.or(self.processing_time.map(|_| u32::MAX)),
+            ready_at_ms: self
+                .processing_time
+                .map(|d| real_now_ms() + i64::try_from(d.as_millis()).unwrap_or(0)),
             attached_to: None,
         };
         let status = if item.pending.is_some() { 202 } else { 200 };
@@ -523,6 +530,12 @@ impl State {
         let Some(m) = self.media.get_mut(id) else {
             return error_answer(404);
         };
+        if m.ready_at_ms.is_some_and(|at| at <= real_now_ms()) {
+            m.pending = None;
+        }
+        if m.ready_at_ms.is_some_and(|at| at > real_now_ms()) {
+            return ResponseTemplate::new(206);
+        }
         match m.pending {
             Some(0) | None => {
                 m.pending = None;
@@ -611,6 +624,14 @@ impl State {
                 "Media {} not found or already attached to another post",
                 missing.join(", ")
             ));
+        }
+        let now = real_now_ms();
+        for id in &media_ids {
+            if let Some(m) = self.media.get_mut(id) {
+                if m.ready_at_ms.is_some_and(|at| at <= now) {
+                    m.pending = None;
+                }
+            }
         }
         if media_ids
             .iter()
@@ -817,6 +838,7 @@ impl MastodonFake {
             statuses: Vec::new(),
             keys: HashMap::new(),
             processing: None,
+            processing_time: None,
             create_mode: Mode::Normal,
             upload_mode: Mode::Normal,
             read_mode: Read::Normal,
@@ -860,6 +882,12 @@ impl MastodonFake {
     /// once (processed synchronously).
     pub fn set_processing(&self, n: Option<u32>) {
         self.with(|s| s.processing = n);
+    }
+
+    /// A slow instance: each image uploaded from now on is processed this long after its
+    /// upload (real time): `202`, then `206` to every poll until then. `None`: at once.
+    pub fn set_processing_time(&self, d: Option<Duration>) {
+        self.with(|s| s.processing_time = d);
     }
 
     pub fn set_create_mode(&self, mode: Mode) {
