@@ -14,6 +14,7 @@ use crate::publish::network::{Network, NetworkAdapter};
 use crate::publish::telegram_channel::{DryRunChannel, TelegramChannel};
 use crate::publish::x::{XAdapter, XDryRun};
 use crate::publish::Publisher;
+use crate::record::RecordStore;
 
 /// The adapters of `linkedin`, `x` and `telegram` (the channel). `linkedin` is the process's
 /// LinkedIn publisher (the REST adapter or its dry run, as [`crate::app::App::build`] chose);
@@ -22,10 +23,13 @@ use crate::publish::Publisher;
 /// # Errors
 /// A message naming the variable when an adapter cannot be set up (a malformed
 /// `TELEGRAM_CHANNEL_ID`, which [`Config`] has already refused).
+/// `sessions` is the real record store, where an adapter that logs in (Bluesky) keeps its
+/// session between processes; `None` keeps it for the process only.
 pub async fn build(
     config: &Config,
     http: &reqwest::Client,
     linkedin: Arc<dyn Publisher>,
+    sessions: Option<Arc<dyn RecordStore>>,
 ) -> Result<BTreeMap<Network, Arc<dyn NetworkAdapter>>, String> {
     let mut adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>> = BTreeMap::new();
     adapters.insert(Network::Linkedin, Arc::new(LinkedInTarget::new(linkedin)));
@@ -90,12 +94,18 @@ pub async fn build(
     adapters.insert(Network::Mastodon, mastodon);
 
     let bluesky: Arc<dyn NetworkAdapter> = match &config.bluesky {
-        Some((identifier, password)) => Arc::new(BlueskyAdapter::new(
-            http.clone(),
-            &config.bluesky_pds_url,
-            identifier,
-            password.clone(),
-        )),
+        Some((identifier, password)) => {
+            let adapter = BlueskyAdapter::new(
+                http.clone(),
+                &config.bluesky_pds_url,
+                identifier,
+                password.clone(),
+            );
+            Arc::new(match sessions {
+                Some(store) => adapter.with_session_store(store, config.timeouts.dynamodb),
+                None => adapter,
+            })
+        }
         None => Arc::new(BlueskyDryRun::new(&config.bluesky_pds_url, None)),
     };
     adapters.insert(Network::Bluesky, bluesky);
@@ -170,7 +180,7 @@ mod tests {
     async fn adapters(c: &Config) -> BTreeMap<Network, Arc<dyn NetworkAdapter>> {
         let linkedin: Arc<dyn Publisher> =
             Arc::new(DryRun::new(&c.linkedin_api_url, None, &c.linkedin_version));
-        build(c, &crate::app::http_client().unwrap(), linkedin)
+        build(c, &crate::app::http_client().unwrap(), linkedin, None)
             .await
             .unwrap()
     }

@@ -117,7 +117,19 @@ impl App {
             )),
         };
 
-        let adapters = crate::adapters::build(&config, &http, publisher.clone()).await?;
+        // Each target's state lives in the real stores, or in the dry-run ones when its
+        // adapter is a dry run: a dry run never touches real state. Each store is built once.
+        let mut stores: Vec<(bool, Stores)> = Vec::new();
+        // Bluesky keeps its login session in the real record store, so that a new process
+        // does not log in again (createSession is limited to 30 per 5 minutes).
+        let sessions = if config.bluesky.is_some() {
+            let real = Stores::build(&config, false).await?;
+            stores.push((false, real.clone()));
+            Some(real.records)
+        } else {
+            None
+        };
+        let adapters = crate::adapters::build(&config, &http, publisher.clone(), sessions).await?;
 
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
@@ -136,9 +148,6 @@ impl App {
         };
 
         let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
-        // Each target's state lives in the real stores, or in the dry-run ones when its
-        // adapter is a dry run: a dry run never touches real state. Each store is built once.
-        let mut stores: Vec<(bool, Stores)> = Vec::new();
         let mut lanes = BTreeMap::new();
         for (network, adapter) in &adapters {
             let dry = adapter.is_dry_run();

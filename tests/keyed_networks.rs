@@ -974,3 +974,72 @@ async fn mastodon_slow_processing_is_waited_for_with_one_upload() {
     assert_eq!(o.outcome, OutcomeKind::Posted, "{o:?}");
     assert_eq!(m.statuses_created(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bluesky's session, kept where the records live.
+
+/// Five process-like runs (a new App, so a new adapter, each time) over one store post to
+/// Bluesky with one `createSession`: the session is kept in the record store (DynamoDB Local
+/// and the local files alike) and reused; when its access token has expired (400
+/// `ExpiredToken`) it is refreshed with `refreshSession`, not logged in again; only when the
+/// refresh token is refused too does a run log in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_keeps_its_session_across_processes_and_logs_in_once() {
+    for stores in [Stores::Real, Stores::Local] {
+        let env = Env::with_five_targets(stores, &[]).await;
+        let b = env.bluesky();
+        const RUNS: usize = 5;
+        for i in 0..RUNS {
+            if i == 3 {
+                b.expire_sessions();
+            }
+            let app = env.another_app().await;
+            let key = env.key();
+            let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Bluesky]);
+            let o = app.pipeline.run(req, env.deadline()).await;
+            assert_eq!(o.outcome, OutcomeKind::Posted, "{stores:?} run {i}: {o:?}");
+            let shown = format!("{o:?}");
+            for token in b.issued_tokens() {
+                assert!(!shown.contains(&token), "a token in the outcome: {shown}");
+            }
+        }
+        println!(
+            "bluesky {stores:?}: {RUNS} processes → createSession {}, refreshSession {}",
+            b.create_session_requests(),
+            b.refresh_requests()
+        );
+        assert_eq!(b.create_session_requests(), 1, "{stores:?}: one login");
+        assert_eq!(
+            b.refresh_requests(),
+            1,
+            "{stores:?}: refreshed once, after expiry"
+        );
+
+        // The refresh token revoked too: the next process logs in (and keeps that session).
+        b.expire_sessions();
+        b.revoke_refresh_tokens();
+        for _ in 0..2 {
+            let app = env.another_app().await;
+            let key = env.key();
+            let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Bluesky]);
+            let o = app.pipeline.run(req, env.deadline()).await;
+            assert_eq!(o.outcome, OutcomeKind::Posted, "{stores:?}: {o:?}");
+        }
+        assert_eq!(b.create_session_requests(), 2, "{stores:?}");
+
+        if let Some(dir) = &env.data_dir {
+            let file = dir.path().join("secrets").join("secret-bluesky");
+            assert!(
+                file.is_file(),
+                "the local store keeps it: {}",
+                file.display()
+            );
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+                assert_eq!(mode & 0o077, 0, "readable by its owner only: {mode:o}");
+            }
+        }
+    }
+}

@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
 use crate::config::Secret;
+use crate::record::RecordStore;
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Bluesky";
@@ -426,6 +428,9 @@ impl PutAnswer {
     }
 }
 
+/// The name the session is kept under in the record store ([`RecordStore::save_secret`]).
+pub const SESSION_NAME: &str = "bluesky";
+
 /// Publishes to Bluesky through the account's PDS, logged in with an app password.
 pub struct BlueskyAdapter {
     http: reqwest::Client,
@@ -434,6 +439,39 @@ pub struct BlueskyAdapter {
     password: Secret,
     session: Mutex<Option<Session>>,
     langs: Vec<String>,
+    /// Where the session is kept between processes, and each call's budget there.
+    store: Option<(Arc<dyn RecordStore>, Duration)>,
+}
+
+/// The kept form of a session: the PDS and identifier it belongs to, and its tokens.
+fn session_blob(pds: &str, identifier: &str, s: &Session) -> Secret {
+    Secret::new(
+        json!({
+            "v": 1,
+            "pds": pds,
+            "identifier": identifier,
+            "did": s.did,
+            "handle": s.handle,
+            "accessJwt": s.access.expose(),
+            "refreshJwt": s.refresh.expose(),
+        })
+        .to_string(),
+    )
+}
+
+/// A kept session, if it is one of this PDS and identifier.
+fn session_from_blob(pds: &str, identifier: &str, blob: &Secret) -> Option<Session> {
+    let v: Value = serde_json::from_str(blob.expose()).ok()?;
+    let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    if text("pds")? != pds || !text("identifier")?.eq_ignore_ascii_case(identifier) {
+        return None;
+    }
+    Some(Session {
+        access: Secret::new(text("accessJwt")?),
+        refresh: Secret::new(text("refreshJwt")?),
+        did: text("did")?.to_owned(),
+        handle: text("handle").or(text("did"))?.to_owned(),
+    })
 }
 
 impl fmt::Debug for BlueskyAdapter {
@@ -525,6 +563,56 @@ impl BlueskyAdapter {
             password: app_password,
             session: Mutex::new(None),
             langs: vec![],
+            store: None,
+        }
+    }
+
+    /// Keeps the session in `store` (under [`SESSION_NAME`]), each store call bounded by
+    /// `budget`: a new process reuses it, refreshing it when its access token has expired,
+    /// and logs in (`createSession`, limited to 30 per 5 minutes per account and IP) only when
+    /// there is none or it cannot be refreshed. The tokens are stored nowhere else.
+    #[must_use]
+    pub fn with_session_store(mut self, store: Arc<dyn RecordStore>, budget: Duration) -> Self {
+        self.store = Some((store, budget));
+        self
+    }
+
+    /// The session kept in the store, if any (and usable for this PDS and identifier).
+    async fn kept_session(&self) -> Option<Session> {
+        let (store, budget) = self.store.as_ref()?;
+        match tokio::time::timeout(*budget, store.load_secret(SESSION_NAME)).await {
+            Ok(Ok(Some(blob))) => {
+                let s = session_from_blob(&self.pds, &self.identifier, &blob);
+                if s.is_none() {
+                    tracing::info!(
+                        "Bluesky: the kept session is for another PDS or account; logging in"
+                    );
+                }
+                s
+            }
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "Bluesky: could not read the kept session; logging in");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("Bluesky: reading the kept session took too long; logging in");
+                None
+            }
+        }
+    }
+
+    /// Keeps `s` in the store for the next process (a failure is logged: the next process
+    /// logs in again).
+    async fn keep_session(&self, s: &Session) {
+        let Some((store, budget)) = self.store.as_ref() else {
+            return;
+        };
+        let blob = session_blob(&self.pds, &self.identifier, s);
+        match tokio::time::timeout(*budget, store.save_secret(SESSION_NAME, &blob)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "Bluesky: could not keep the session"),
+            Err(_) => tracing::warn!("Bluesky: keeping the session took too long"),
         }
     }
 
@@ -590,13 +678,20 @@ impl BlueskyAdapter {
         session_from(&answer.json(Op::Refresh)?)
     }
 
-    /// The process's session, logging in the first time.
+    /// The process's session: the one it has, else the kept one (refreshed when a call finds
+    /// its access token expired), else a new login (kept for the next process).
     async fn session(&self) -> Result<Session, PostError> {
         let mut guard = self.session.lock().await;
         if let Some(s) = guard.as_ref() {
             return Ok(s.clone());
         }
+        if let Some(s) = self.kept_session().await {
+            tracing::info!(did = %s.did, "Bluesky: reusing the kept session");
+            *guard = Some(s.clone());
+            return Ok(s);
+        }
         let s = self.login().await?;
+        self.keep_session(&s).await;
         *guard = Some(s.clone());
         Ok(s)
     }
@@ -624,6 +719,7 @@ impl BlueskyAdapter {
             }
             Err(e) => return Err(e),
         };
+        self.keep_session(&fresh).await;
         *guard = Some(fresh.clone());
         Ok(fresh)
     }

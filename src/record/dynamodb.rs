@@ -33,14 +33,14 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::{
-    caption_name, draft_name, pace_name, record_name, Draft, DraftContent, DraftStatus,
-    DraftUpdate, Intent, PendingPost, PostedRecord, PutPosted, RecordStore, Slot, Snapshot,
-    StoreError,
+    caption_name, draft_name, pace_name, record_name, secret_name, Draft, DraftContent,
+    DraftStatus, DraftUpdate, Intent, PendingPost, PostedRecord, PutPosted, RecordStore, Slot,
+    Snapshot, StoreError,
 };
 
 /// The due index's name.
 pub const DUE_INDEX: &str = "due";
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::key::PostKey;
 
 type Item = HashMap<String, AttributeValue>;
@@ -1176,6 +1176,27 @@ impl RecordStore for DynamoStore {
             .get_consistent(pace_name(network), "GetItem (pace)")
             .await?;
         Ok(item.and_then(|i| get_n(&i, "last_ms")))
+    }
+
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError> {
+        let item = self
+            .get_consistent(secret_name(name)?, "GetItem (secret)")
+            .await?;
+        Ok(item.and_then(|i| get_s(&i, "secret")).map(Secret::new))
+    }
+
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
+        let mut item = self.key(secret_name(name)?);
+        item.insert("secret".into(), s(value.expose()));
+        item.insert("updated_at".into(), n(super::now_s()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| sdk_err("PutItem (secret)", e))?;
+        Ok(())
     }
 
     async fn check(&self) -> Result<String, StoreError> {

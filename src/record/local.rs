@@ -31,6 +31,7 @@ use super::{
     Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
     Slot, Snapshot, StoreError,
 };
+use crate::config::Secret;
 use crate::key::PostKey;
 
 /// Extension of temporary files, which exist only while their writer holds a folder's lock (or
@@ -140,9 +141,19 @@ impl LocalStore {
         let dir = Self::folder(data_dir.as_ref(), dry_run);
         // A folder an older version wrote has drafts but no due index yet: built once, below.
         let unindexed = dir.join("drafts").is_dir() && !dir.join("due").is_dir();
-        for sub in ["posted", "drafts", "captions", "due", "pace", "tmp"] {
+        for sub in [
+            "posted", "drafts", "captions", "due", "pace", "secrets", "tmp",
+        ] {
             let path = dir.join(sub);
             ensure_dir(&path).map_err(|e| io("cannot create", &path, e))?;
+        }
+        // Kept secrets (a network's session) are for this user's eyes only.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let secrets = dir.join("secrets");
+            std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| io("cannot restrict", &secrets, e))?;
         }
         let folder = Folder {
             dir,
@@ -541,6 +552,47 @@ impl Folder {
         Ok(Slot::Taken)
     }
 
+    fn secret_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        let file = super::secret_name(name)?.replace(':', "-");
+        Ok(self.dir.join("secrets").join(file))
+    }
+
+    /// Replaces the secret file durably (as [`replace_durably`]), readable by its owner only.
+    fn save_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        let path = self.secret_path(name)?;
+        let _lock = self.lock(true)?;
+        let tmp = self.dir.join("tmp").join(format!(
+            "{}-{:016x}.{TMP_EXT}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let written = (|| {
+            let mut options = OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options.open(&tmp)?;
+            f.write_all(value)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            sync_dir(path.parent().unwrap_or(Path::new(".")))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(|e| io("cannot write", &path, e))
+    }
+
+    fn load_secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let path = self.secret_path(name)?;
+        let _lock = self.lock(false)?;
+        match std::fs::read_to_string(&path) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("cannot read", &path, e)),
+        }
+    }
+
     /// Writes and removes a durable temporary file under the lock (shared: it touches nothing
     /// another writer reads, and the exclusive clean-up cannot run meanwhile).
     fn check(&self) -> Result<String, StoreError> {
@@ -741,5 +793,17 @@ impl RecordStore for LocalStore {
 
     async fn check(&self) -> Result<String, StoreError> {
         self.run(Folder::check).await
+    }
+
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError> {
+        let name = name.to_owned();
+        let value = self.run(move |f| f.load_secret(&name)).await?;
+        Ok(value.map(Secret::new))
+    }
+
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
+        let name = name.to_owned();
+        let bytes = value.expose().as_bytes().to_vec();
+        self.run(move |f| f.save_secret(&name, &bytes)).await
     }
 }

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::config::Secret;
 use crate::key::PostKey;
 use crate::publish::network::{Network, PreparedPost};
 
@@ -432,9 +433,34 @@ pub trait RecordStore: Send + Sync {
 
     /// Checks that the store is usable (doctor): a description of what was checked.
     async fn check(&self) -> Result<String, StoreError>;
+
+    /// The secret an adapter keeps under `name` (a network's name, e.g. `bluesky`: its login
+    /// session), as it last stored it, strongly consistent; `None` if there is none. The value
+    /// is opaque to the store, which never logs or shows it.
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError>;
+
+    /// Stores (replaces) the secret kept under `name`. Last writer wins.
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError>;
 }
 
-/// Unix seconds as an RFC 3339 UTC time, for people.
+/// Where a secret an adapter keeps lives (`secret:<name>`); `name` is `[a-z0-9_-]{1,32}`.
+pub fn secret_name(name: &str) -> Result<String, StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(format!("secret:{name}"))
+    } else {
+        Err(StoreError(format!(
+            "a kept secret's name must be 1 to 32 of a-z, 0-9, - and _: {name:?}"
+        )))
+    }
+}
+
+/// Unix seconds as an RFC 3339 UTC time (`2026-12-03T10:15:00Z`): the one formatter of every
+/// time a person reads (CLI, the outcome's `detail`, Telegram reports). Never a raw Unix time.
 pub fn rfc3339(unix: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
