@@ -60,7 +60,13 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         detail: "loaded and valid".into(),
     }];
 
-    checks.push(check("Redis", redis(app).await));
+    // Without REDIS_URL the claims are files (local mode): the line says so, not "Redis".
+    let claims = if c.redis_url.is_some() {
+        "Redis"
+    } else {
+        "claims (files)"
+    };
+    checks.push(check(claims, redis(app).await));
     checks.push(check("records", records(app).await));
     // One harmless read per configured target (POSTONCE_TARGETS), through its adapter.
     for network in &c.targets {

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::dry_run::{show, ShownBody};
 use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -1113,7 +1114,7 @@ pub struct BlueskyDryRun {
     logged_in: AtomicBool,
 }
 
-const DRY_AUTH: &str = "Authorization: Bearer <accessJwt from createSession>";
+const DRY_AUTH: (&str, &str) = ("Authorization", "Bearer <accessJwt from createSession>");
 
 fn dry_id() -> String {
     format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
@@ -1141,22 +1142,23 @@ impl BlueskyDryRun {
 
     fn log_login(&self) {
         if !self.logged_in.swap(true, Ordering::SeqCst) {
-            tracing::info!(
-                dry_run = true,
-                "would send POST {}/xrpc/com.atproto.server.createSession [Content-Type: application/json] {}",
-                self.pds,
-                json!({"identifier": self.identifier, "password": "<BLUESKY_APP_PASSWORD>"})
+            show(
+                "POST",
+                &format!("{}/xrpc/com.atproto.server.createSession", self.pds),
+                &[("Content-Type", "application/json")],
+                ShownBody::Json(
+                    &json!({"identifier": self.identifier, "password": "<BLUESKY_APP_PASSWORD>"}),
+                ),
             );
         }
     }
 
     fn log_upload(&self, media: &Media) {
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/xrpc/com.atproto.repo.uploadBlob [{DRY_AUTH}, Content-Type: {}] <{} bytes>",
-            self.pds,
-            media.content_type,
-            media.bytes.len()
+        show(
+            "POST",
+            &format!("{}/xrpc/com.atproto.repo.uploadBlob", self.pds),
+            &[DRY_AUTH, ("Content-Type", media.content_type)],
+            ShownBody::Lines(vec![format!("<{} bytes>", media.bytes.len())]),
         );
     }
 }
@@ -1208,10 +1210,11 @@ impl NetworkAdapter for BlueskyDryRun {
         }
         let mut body = post.body.clone();
         body["repo"] = json!("<session did>");
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/xrpc/com.atproto.repo.putRecord [{DRY_AUTH}, Content-Type: application/json] {body}",
-            self.pds
+        show(
+            "POST",
+            &format!("{}/xrpc/com.atproto.repo.putRecord", self.pds),
+            &[DRY_AUTH, ("Content-Type", "application/json")],
+            ShownBody::Json(&body),
         );
         let id = dry_id();
         Ok(Created {
@@ -1223,10 +1226,14 @@ impl NetworkAdapter for BlueskyDryRun {
 
     async fn find(&self, post: &PreparedPost, _since: i64) -> Result<Option<Created>, PostError> {
         let (rkey, collection) = address(post)?;
-        tracing::info!(
-            dry_run = true,
-            "would send GET {}/xrpc/com.atproto.repo.getRecord?repo=<session did>&collection={collection}&rkey={rkey}",
-            self.pds
+        show(
+            "GET",
+            &format!(
+                "{}/xrpc/com.atproto.repo.getRecord?repo=<session did>&collection={collection}&rkey={rkey}",
+                self.pds
+            ),
+            &[],
+            ShownBody::None,
         );
         Ok(None)
     }

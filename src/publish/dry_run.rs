@@ -7,6 +7,56 @@ use serde_json::json;
 
 use super::{NewPost, PublishError, Publisher, UploadTarget};
 
+/// The tracing target of every request a dry run shows. The CLI prints these events as
+/// readable blocks ([`request_block`]); in Lambda and `serve` they are log lines like any other.
+pub const SHOWN: &str = "postonce::dry_run";
+
+/// The body of a shown request.
+pub enum ShownBody<'a> {
+    None,
+    /// A JSON body, pretty-printed.
+    Json(&'a serde_json::Value),
+    /// Form fields or a description of raw bytes, one line each.
+    Lines(Vec<String>),
+}
+
+/// A request as a person reads it: the method and URL, one header a line (secrets already
+/// placeholders), then the body pretty-printed.
+pub fn request_block(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &ShownBody<'_>,
+) -> String {
+    let mut out = format!("{method} {url}");
+    for (name, value) in headers {
+        out.push_str(&format!("\n  {name}: {value}"));
+    }
+    let lines: Vec<String> = match body {
+        ShownBody::None => vec![],
+        ShownBody::Json(v) => serde_json::to_string_pretty(v)
+            .unwrap_or_else(|_| v.to_string())
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+        ShownBody::Lines(lines) => lines.clone(),
+    };
+    if !lines.is_empty() {
+        out.push('\n');
+        for line in lines {
+            out.push_str("\n  ");
+            out.push_str(&line);
+        }
+    }
+    out
+}
+
+/// Shows one request a dry run would send (at info, target [`SHOWN`]), sending nothing.
+pub fn show(method: &str, url: &str, headers: &[(&str, &str)], body: ShownBody<'_>) {
+    let block = request_block(method, url, headers, &body);
+    tracing::info!(target: SHOWN, dry_run = true, "would send {block}");
+}
+
 /// Shows, never sends.
 pub struct DryRun {
     api: String,
@@ -23,11 +73,13 @@ impl DryRun {
         }
     }
 
-    fn headers(&self) -> String {
-        format!(
-            "Authorization: Bearer <LINKEDIN_ACCESS_TOKEN>, LinkedIn-Version: {}, X-Restli-Protocol-Version: 2.0.0, Content-Type: application/json",
-            self.version
-        )
+    fn headers(&self) -> [(&'static str, &str); 4] {
+        [
+            ("Authorization", "Bearer <LINKEDIN_ACCESS_TOKEN>"),
+            ("LinkedIn-Version", &self.version),
+            ("X-Restli-Protocol-Version", "2.0.0"),
+            ("Content-Type", "application/json"),
+        ]
     }
 }
 
@@ -42,11 +94,11 @@ fn dry_id() -> String {
 impl Publisher for DryRun {
     async fn initialize_upload(&self) -> Result<UploadTarget, PublishError> {
         let body = json!({"initializeUploadRequest": {"owner": self.author}});
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/rest/images?action=initializeUpload [{}] {body}",
-            self.api,
-            self.headers()
+        show(
+            "POST",
+            &format!("{}/rest/images?action=initializeUpload", self.api),
+            &self.headers(),
+            ShownBody::Json(&body),
         );
         let id = dry_id();
         Ok(UploadTarget {
@@ -61,22 +113,25 @@ impl Publisher for DryRun {
         bytes: Bytes,
         content_type: &str,
     ) -> Result<(), PublishError> {
-        tracing::info!(
-            dry_run = true,
-            "would send PUT {} [Authorization: Bearer <LINKEDIN_ACCESS_TOKEN>, Content-Type: {content_type}] <{} bytes>",
-            target.upload_url,
-            bytes.len()
+        show(
+            "PUT",
+            &target.upload_url,
+            &[
+                ("Authorization", "Bearer <LINKEDIN_ACCESS_TOKEN>"),
+                ("Content-Type", content_type),
+            ],
+            ShownBody::Lines(vec![format!("<{} bytes of {content_type}>", bytes.len())]),
         );
         Ok(())
     }
 
     async fn create_post(&self, post: &NewPost) -> Result<Option<String>, PublishError> {
         let body = super::create_post_body(&self.author, post);
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/rest/posts [{}] {body}",
-            self.api,
-            self.headers()
+        show(
+            "POST",
+            &format!("{}/rest/posts", self.api),
+            &self.headers(),
+            ShownBody::Json(&body),
         );
         Ok(Some(format!("urn:li:share:{}", dry_id())))
     }

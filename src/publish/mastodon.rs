@@ -33,6 +33,7 @@ use tokio::sync::OnceCell;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::dry_run::{show, ShownBody};
 use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -1422,7 +1423,7 @@ fn dry_id() -> String {
     format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
 }
 
-const DRY_AUTH: &str = "Authorization: Bearer <MASTODON_ACCESS_TOKEN>";
+const DRY_AUTH: (&str, &str) = ("Authorization", "Bearer <MASTODON_ACCESS_TOKEN>");
 
 impl MastodonDryRun {
     pub fn new(instance_url: &str) -> Self {
@@ -1475,20 +1476,29 @@ impl NetworkAdapter for MastodonDryRun {
     }
 
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
-        let description = media
-            .alt
-            .as_deref()
-            .filter(|a| !a.trim().is_empty())
-            .map(|a| format!(", description={a:?}"))
-            .unwrap_or_default();
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/api/v2/media [{DRY_AUTH}, Content-Type: multipart/form-data] file=<{} bytes {}, filename {}>{description}, then GET {}/api/v1/media/<id> [{DRY_AUTH}] while it answers 206",
-            self.base,
+        let description = media.alt.as_deref().filter(|a| !a.trim().is_empty());
+        let mut form = vec![format!(
+            "file=<{} bytes {}, filename {}>",
             media.bytes.len(),
             media.content_type,
-            file_name(media.content_type),
-            self.base
+            file_name(media.content_type)
+        )];
+        if let Some(alt) = description {
+            form.push(format!("description={alt:?}"));
+        }
+        show(
+            "POST",
+            &format!("{}/api/v2/media", self.base),
+            &[DRY_AUTH, ("Content-Type", "multipart/form-data")],
+            ShownBody::Lines(form),
+        );
+        show(
+            "GET",
+            &format!("{}/api/v1/media/<id>", self.base),
+            &[DRY_AUTH],
+            ShownBody::Lines(vec![
+                "(only while the upload answers 202; again while this answers 206)".into(),
+            ]),
         );
         Ok(MediaRef(Value::String(dry_id())))
     }
@@ -1498,12 +1508,15 @@ impl NetworkAdapter for MastodonDryRun {
     }
 
     async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/api/v1/statuses [{DRY_AUTH}, Idempotency-Key: {}, Content-Type: application/json] {}",
-            self.base,
-            post.key.as_deref().unwrap_or(""),
-            post.body
+        show(
+            "POST",
+            &format!("{}/api/v1/statuses", self.base),
+            &[
+                DRY_AUTH,
+                ("Idempotency-Key", post.key.as_deref().unwrap_or("")),
+                ("Content-Type", "application/json"),
+            ],
+            ShownBody::Json(&post.body),
         );
         let id = dry_id();
         Ok(Created {
@@ -1514,12 +1527,24 @@ impl NetworkAdapter for MastodonDryRun {
     }
 
     async fn find(&self, post: &PreparedPost, since: i64) -> Result<Option<Created>, PostError> {
-        tracing::info!(
-            dry_run = true,
-            "would send GET {}/api/v1/accounts/verify_credentials [{DRY_AUTH}], then GET {}/api/v1/accounts/<id>/statuses?limit={FIND_PAGE_SIZE}&exclude_replies=true&exclude_reblogs=true [{DRY_AUTH}] back to {since} looking for the text {:?}",
-            self.base,
-            self.base,
-            post.text
+        show(
+            "GET",
+            &format!("{}/api/v1/accounts/verify_credentials", self.base),
+            &[DRY_AUTH],
+            ShownBody::None,
+        );
+        show(
+            "GET",
+            &format!(
+                "{}/api/v1/accounts/<id>/statuses?limit={FIND_PAGE_SIZE}&exclude_replies=true&exclude_reblogs=true",
+                self.base
+            ),
+            &[DRY_AUTH],
+            ShownBody::Lines(vec![format!(
+                "(back to {}, looking for the text {:?})",
+                crate::record::rfc3339(since),
+                post.text
+            )]),
         );
         Ok(None)
     }

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use super::dry_run::{show, ShownBody};
 use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -626,17 +627,25 @@ impl NetworkAdapter for DryRunChannel {
 
     async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError> {
         let p = unpack(post, media)?;
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/bot<TELEGRAM_BOT_TOKEN>/sendPhoto [Content-Type: multipart/form-data] chat_id={} photo=<file {}, {}, {} bytes, sha256 {}> caption={} parse_mode={}",
-            self.api,
-            p.chat_id,
-            p.file_name,
-            p.content_type,
-            media.bytes.len(),
-            sha256_hex(&media.bytes),
-            serde_json::Value::String(p.caption.to_owned()),
-            p.parse_mode,
+        show(
+            "POST",
+            &format!("{}/bot<TELEGRAM_BOT_TOKEN>/sendPhoto", self.api),
+            &[("Content-Type", "multipart/form-data")],
+            ShownBody::Lines(vec![
+                format!("chat_id={}", p.chat_id),
+                format!(
+                    "photo=<file {}, {}, {} bytes, sha256 {}>",
+                    p.file_name,
+                    p.content_type,
+                    media.bytes.len(),
+                    sha256_hex(&media.bytes)
+                ),
+                format!(
+                    "caption={}",
+                    serde_json::Value::String(p.caption.to_owned())
+                ),
+                format!("parse_mode={}", p.parse_mode),
+            ]),
         );
         let id = format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>());
         let name = self.channel.trim_start_matches('@');

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 use unicode_normalization::UnicodeNormalization;
 
+use super::dry_run::{show, ShownBody};
 use super::network::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -560,7 +561,7 @@ fn dry_id() -> String {
     format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
 }
 
-const DRY_AUTH: &str = "Authorization: OAuth oauth_consumer_key=\"<X_API_KEY>\", oauth_nonce=\"<random>\", oauth_signature=\"<HMAC-SHA1 with X_API_SECRET and X_ACCESS_TOKEN_SECRET>\", oauth_signature_method=\"HMAC-SHA1\", oauth_timestamp=\"<now>\", oauth_token=\"<X_ACCESS_TOKEN>\", oauth_version=\"1.0\"";
+const DRY_AUTH: (&str, &str) = ("Authorization", "OAuth oauth_consumer_key=\"<X_API_KEY>\", oauth_nonce=\"<random>\", oauth_signature=\"<HMAC-SHA1 with X_API_SECRET and X_ACCESS_TOKEN_SECRET>\", oauth_signature_method=\"HMAC-SHA1\", oauth_timestamp=\"<now>\", oauth_token=\"<X_ACCESS_TOKEN>\", oauth_version=\"1.0\"");
 
 impl XDryRun {
     pub fn new(api: &str) -> Self {
@@ -593,20 +594,23 @@ impl NetworkAdapter for XDryRun {
     }
 
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/2/media/upload [{DRY_AUTH}, Content-Type: multipart/form-data] media=<{} bytes {}>, media_category=tweet_image",
-            self.api,
-            media.bytes.len(),
-            media.content_type
+        show(
+            "POST",
+            &format!("{}/2/media/upload", self.api),
+            &[DRY_AUTH, ("Content-Type", "multipart/form-data")],
+            ShownBody::Lines(vec![
+                format!("media=<{} bytes {}>", media.bytes.len(), media.content_type),
+                "media_category=tweet_image".into(),
+            ]),
         );
         let id = dry_id();
         if let Some(alt) = media.alt.as_deref().filter(|a| !a.trim().is_empty()) {
             let body = json!({"id": id, "metadata": {"alt_text": {"text": alt}}});
-            tracing::info!(
-                dry_run = true,
-                "would send POST {}/2/media/metadata [{DRY_AUTH}, Content-Type: application/json] {body}",
-                self.api
+            show(
+                "POST",
+                &format!("{}/2/media/metadata", self.api),
+                &[DRY_AUTH, ("Content-Type", "application/json")],
+                ShownBody::Json(&body),
             );
         }
         Ok(MediaRef(Value::String(id)))
@@ -617,11 +621,11 @@ impl NetworkAdapter for XDryRun {
     }
 
     async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
-        tracing::info!(
-            dry_run = true,
-            "would send POST {}/2/tweets [{DRY_AUTH}, Content-Type: application/json] {}",
-            self.api,
-            post.body
+        show(
+            "POST",
+            &format!("{}/2/tweets", self.api),
+            &[DRY_AUTH, ("Content-Type", "application/json")],
+            ShownBody::Json(&post.body),
         );
         let id = dry_id();
         Ok(Created {
@@ -632,13 +636,21 @@ impl NetworkAdapter for XDryRun {
     }
 
     async fn find(&self, post: &PreparedPost, since: i64) -> Result<Option<Created>, PostError> {
-        tracing::info!(
-            dry_run = true,
-            "would send GET {}/2/users/me [{DRY_AUTH}], then GET {}/2/users/<id>/tweets?max_results={FIND_PAGE_SIZE}&exclude=replies,retweets&tweet.fields=created_at,entities&start_time={} [{DRY_AUTH}] looking for the text {:?}",
-            self.api,
-            self.api,
-            start_time(since - CLOCK_SLACK_S).unwrap_or_default(),
-            post.text
+        show(
+            "GET",
+            &format!("{}/2/users/me", self.api),
+            &[DRY_AUTH],
+            ShownBody::None,
+        );
+        show(
+            "GET",
+            &format!(
+                "{}/2/users/<id>/tweets?max_results={FIND_PAGE_SIZE}&exclude=replies,retweets&tweet.fields=created_at,entities&start_time={}",
+                self.api,
+                start_time(since - CLOCK_SLACK_S).unwrap_or_default()
+            ),
+            &[DRY_AUTH],
+            ShownBody::Lines(vec![format!("(looking for the text {:?})", post.text)]),
         );
         Ok(None)
     }
