@@ -698,7 +698,7 @@ fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline
                 .as_deref()
                 .or(r.urn.as_deref())
                 .unwrap_or("(no id: confirmed by the owner, or the network did not name it)"),
-            r.posted_at,
+            crate::record::rfc3339(r.posted_at),
             r.source,
             r.run
         ),

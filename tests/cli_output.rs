@@ -106,6 +106,48 @@ fn post_in_a_terminal_shows_the_answer_and_the_requests_as_blocks_not_info_lines
         &[("RUST_LOG", "postonce=info")],
     );
     assert!(!log_lines(&text(&out.stderr), "INFO").is_empty());
+
+    // Sent again: the answer's time is RFC 3339 (UTC), never a raw Unix time.
+    let out = postonce(dir.path(), &post_args("hello-world", &image, &[]), &[]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("already_posted: blog-hello-world"),
+        "{stdout}"
+    );
+    let recorded = stdout
+        .lines()
+        .find(|l| l.contains("recorded at "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let when = recorded
+        .split("recorded at ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_default();
+    assert!(
+        time::OffsetDateTime::parse(when, &time::format_description::well_known::Rfc3339).is_ok()
+            && when.ends_with('Z'),
+        "not RFC 3339 UTC: {recorded}"
+    );
+    // The same in the JSON detail, and in `status`.
+    let out = postonce(
+        dir.path(),
+        &post_args("hello-world", &image, &["--json"]),
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("recorded at {when} by cli"))),
+        "{v}"
+    );
+    let out = postonce(
+        dir.path(),
+        &["status", "--kind", "blog", "--slug", "hello-world"],
+        &[],
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(&format!(" at {when} by cli")), "{stdout}");
 }
 
 #[test]

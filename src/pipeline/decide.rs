@@ -48,7 +48,11 @@ impl Lane {
         let mut outcome = Outcome::new(
             key,
             OutcomeKind::AlreadyPosted,
-            format!("{how} at {} by {}", record.posted_at, record.source),
+            format!(
+                "{how} at {} by {}",
+                crate::record::rfc3339(record.posted_at),
+                record.source
+            ),
         )
         .with_urn(record.urn.clone());
         outcome.url = record.url.clone();
