@@ -444,13 +444,28 @@ pub struct BlueskyAdapter {
     store: Option<(Arc<dyn RecordStore>, Duration)>,
 }
 
-/// The kept form of a session: the PDS and identifier it belongs to, and its tokens.
-fn session_blob(pds: &str, identifier: &str, s: &Session) -> Secret {
+/// What ties a kept session to the app password it was made with (a digest, kept only inside
+/// the session blob, itself a secret): a changed `BLUESKY_APP_PASSWORD` logs in afresh, so a
+/// wrong one is found at once (doctor included) instead of at the next refresh.
+fn password_digest(identifier: &str, password: &Secret) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"postonce/bluesky/session/v1\n");
+    h.update(identifier.to_ascii_lowercase().as_bytes());
+    h.update(b"\n");
+    h.update(password.expose().as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The kept form of a session: the PDS, identifier and app password it belongs to, and its
+/// tokens.
+fn session_blob(pds: &str, identifier: &str, password: &Secret, s: &Session) -> Secret {
     Secret::new(
         json!({
             "v": 1,
             "pds": pds,
             "identifier": identifier,
+            "password_sha256": password_digest(identifier, password),
             "did": s.did,
             "handle": s.handle,
             "accessJwt": s.access.expose(),
@@ -460,11 +475,19 @@ fn session_blob(pds: &str, identifier: &str, s: &Session) -> Secret {
     )
 }
 
-/// A kept session, if it is one of this PDS and identifier.
-fn session_from_blob(pds: &str, identifier: &str, blob: &Secret) -> Option<Session> {
+/// A kept session, if it is one of this PDS, identifier and app password.
+fn session_from_blob(
+    pds: &str,
+    identifier: &str,
+    password: &Secret,
+    blob: &Secret,
+) -> Option<Session> {
     let v: Value = serde_json::from_str(blob.expose()).ok()?;
     let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-    if text("pds")? != pds || !text("identifier")?.eq_ignore_ascii_case(identifier) {
+    if text("pds")? != pds
+        || !text("identifier")?.eq_ignore_ascii_case(identifier)
+        || text("password_sha256")? != password_digest(identifier, password)
+    {
         return None;
     }
     Some(Session {
@@ -583,7 +606,7 @@ impl BlueskyAdapter {
         let (store, budget) = self.store.as_ref()?;
         match tokio::time::timeout(*budget, store.load_secret(SESSION_NAME)).await {
             Ok(Ok(Some(blob))) => {
-                let s = session_from_blob(&self.pds, &self.identifier, &blob);
+                let s = session_from_blob(&self.pds, &self.identifier, &self.password, &blob);
                 if s.is_none() {
                     tracing::info!(
                         "Bluesky: the kept session is for another PDS or account; logging in"
@@ -609,7 +632,7 @@ impl BlueskyAdapter {
         let Some((store, budget)) = self.store.as_ref() else {
             return;
         };
-        let blob = session_blob(&self.pds, &self.identifier, s);
+        let blob = session_blob(&self.pds, &self.identifier, &self.password, s);
         match tokio::time::timeout(*budget, store.save_secret(SESSION_NAME, &blob)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "Bluesky: could not keep the session"),
