@@ -346,13 +346,8 @@ impl Lane {
                 )
             }
             Err(BudgetError::NoTimeLeft) => (
-                self.fail_after_intent(
-                    req,
-                    dl,
-                    "no time left to send the create; nothing was posted".into(),
-                    true,
-                )
-                .await,
+                self.fail_after_intent(req, dl, "no time left to send the create".into(), true)
+                    .await,
                 Finish::Release,
             ),
         }
