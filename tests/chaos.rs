@@ -217,7 +217,8 @@ async fn crash_chaos(
 /// it makes a post, so a second create-post for a key shows as a duplicate. No run may re-send
 /// within the quiet period, which here outlasts the test: drafts whose run died after its
 /// intent stay `unknown`, waiting (the sweeper reconciles them after the quiet period, or the
-/// owner decides). Verdict: 0 duplicates, 0 lost; every key posted once or waiting.
+/// owner decides). Verdict: 0 duplicates, 0 lost; every key posted once or waiting; after
+/// sweeps, every key not posted is told once or due for the sweeper ([`told_or_due`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_chaos_no_duplicates_no_lost_drafts() {
     let trials = sized("POSTONCE_CHAOS_TRIALS", 200);
