@@ -217,7 +217,8 @@ async fn crash_chaos(
 /// it makes a post, so a second create-post for a key shows as a duplicate. No run may re-send
 /// within the quiet period, which here outlasts the test: drafts whose run died after its
 /// intent stay `unknown`, waiting (the sweeper reconciles them after the quiet period, or the
-/// owner decides). Verdict: 0 duplicates, 0 lost; every key posted once or waiting.
+/// owner decides). Verdict: 0 duplicates, 0 lost; every key posted once or waiting; after
+/// sweeps, every key not posted is told once or due for the sweeper ([`told_or_due`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_chaos_no_duplicates_no_lost_drafts() {
     let trials = sized("POSTONCE_CHAOS_TRIALS", 200);
@@ -258,6 +259,8 @@ async fn crash_chaos_no_duplicates_no_lost_drafts() {
         keys.len()
     );
     assert_eq!(env.linkedin.duplicated_texts(), 0);
+    let told = told_or_due(&env, &keys, &[Network::Linkedin]).await;
+    println!("not posted, per network: (told once, due for the sweeper) {told:?}");
 }
 
 /// Crash chaos whose unknown drafts are settled by reconciliation, which **relies on LinkedIn's
@@ -356,6 +359,102 @@ async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Ve
     out
 }
 
+/// The rule of issue 20, after the chaos: every target that is not posted is in front of its
+/// owner (told exactly once by the sweeper, shown in `status --all`), or due for a run the
+/// sweeper will make (`unknown`, still retryable, attempts left: its quiet period, which here
+/// outlasts the test, has not ended). Sweeps run in-process over the same stores with a budget
+/// that fits a run, once no run of the chaos can be live; then two more must say nothing.
+/// Returns (told, due) per network.
+async fn told_or_due(
+    env: &Env,
+    keys: &[PostKey],
+    networks: &[Network],
+) -> BTreeMap<Network, (usize, usize)> {
+    let app = env
+        .app_with(&[
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "8"),
+            ("POSTONCE_CLAIM_TTL_S", "9"),
+        ])
+        .await;
+    // Every claim of the chaos (4 s) has run out.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let sweep = || async {
+        app.pipeline
+            .sweep(&postonce::budget::Deadline::after(Duration::from_secs(8)))
+            .await
+            .expect("sweep")
+    };
+    for _ in 0..60 {
+        let r = sweep().await;
+        if r.runs.is_empty() && r.reminded.is_empty() && r.left_for_later == 0 {
+            break;
+        }
+    }
+    let messages = env.telegram.requests_for("sendMessage").len();
+    sweep().await;
+    sweep().await;
+    assert_eq!(
+        env.telegram.requests_for("sendMessage").len(),
+        messages,
+        "sweeps that change nothing say nothing"
+    );
+    let waiting = app
+        .pipeline
+        .waiting(&postonce::budget::Deadline::after(Duration::from_secs(8)))
+        .await
+        .expect("waiting");
+    let texts: Vec<String> = env
+        .telegram
+        .requests_for("sendMessage")
+        .into_iter()
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .collect();
+    let max = env.app.config.max_attempts;
+    let mut out: BTreeMap<Network, (usize, usize)> = BTreeMap::new();
+    let mut untold = Vec::new();
+    for key in keys {
+        for n in networks {
+            let target = key.on(*n);
+            let st = env.status(&target).await;
+            let Some(d) = st.snapshot.draft else {
+                untold.push(format!("{target}: no draft"));
+                continue;
+            };
+            if d.status == DraftStatus::Posted {
+                continue;
+            }
+            let told = texts
+                .iter()
+                .filter(|t| {
+                    t.starts_with(&format!("Reminder: {target} "))
+                        || t.starts_with(&format!("{target} needs you"))
+                })
+                .count();
+            let shown = waiting.iter().any(|w| w.key == target.to_string());
+            let e = out.entry(*n).or_default();
+            if told == 1 && shown {
+                e.0 += 1;
+            } else if told == 0
+                && !shown
+                && matches!(d.status, DraftStatus::Unknown | DraftStatus::Failed)
+                && d.retryable
+                && d.attempts < max
+                // A channel's `unknown` is never retried: it must be in front of the owner.
+                && !(*n == Network::Telegram && d.status == DraftStatus::Unknown)
+            {
+                e.1 += 1;
+            } else {
+                untold.push(format!(
+                    "{target}: {:?}, retryable {}, attempts {}, told {told}, in status --all {shown}",
+                    d.status, d.retryable, d.attempts
+                ));
+            }
+        }
+    }
+    assert!(untold.is_empty(), "neither told once nor due: {untold:#?}");
+    out
+}
+
 /// Crash chaos with every draft going to five targets (LinkedIn, X, the Telegram channel,
 /// Mastodon, Bluesky), their lanes running concurrently in each `postonce serve` that is
 /// SIGKILLed. LinkedIn's and X's duplicate checks are **off** (a second create is a second post;
@@ -365,7 +464,9 @@ async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Ve
 /// 1.2 s of the triggers (a five-target run in a fresh process takes about a second), so they
 /// land before, during and after each network's create. The quiet period outlasts the test.
 /// Verdict per network: every (key, target) posted once and recorded, or waiting `unknown` with
-/// at most one post; 0 duplicates, 0 lost.
+/// at most one post; 0 duplicates, 0 lost. Then, after sweeps: every target not posted was
+/// told exactly once and shows in `status --all` (every channel one: nothing can check it),
+/// or is due for the sweeper's check after the quiet period ([`told_or_due`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_chaos_five_targets_no_duplicates_no_lost_per_target() {
     let trials = sized("POSTONCE_CHAOS_TRIALS", 200);
@@ -450,6 +551,9 @@ async fn crash_chaos_five_targets_no_duplicates_no_lost_per_target() {
         env.bluesky().max_posts_per_text() <= 1,
         "no duplicate at Bluesky"
     );
+    // Every target not posted is told (the channel: at once, nothing can check it) or due.
+    let told = told_or_due(&env, &keys, &NETWORKS).await;
+    println!("not posted, per network: (told once, due for the sweeper) {told:?}");
 }
 
 /// The storm: many keys, each hit by many concurrent triggers mixed across the CI webhook, the

@@ -359,8 +359,8 @@ async fn mastodon_past_the_hour_looks_the_status_up_or_asks_the_owner() {
 
 /// Bluesky writes the record and answers only after the budget: `unknown`. After the quiet
 /// period, and (another draft) a day later on the fake's clock, with the session long
-/// expired, the retry replays the identical record at the stored key, re-uploading the blob
-/// first: a no-op put, 1 post each, recorded with the at-uri and the bsky.app URL.
+/// expired, the retry reads the record at the stored key first (getRecord, issue 20): found,
+/// it is recorded with the at-uri and the bsky.app URL, with no upload and no put: 1 post each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bluesky_accept_then_hang_is_settled_by_replaying_the_record() {
     let env = env_with(&[QUIET]).await;
@@ -388,11 +388,11 @@ async fn bluesky_accept_then_hang_is_settled_by_replaying_the_record() {
         if when == "a day later" {
             b.advance(DAY);
         }
-        let (uploads, puts, noops, refused) = (
+        let (uploads, puts, noops, gets) = (
             b.upload_requests(),
             b.put_requests(),
             b.noop_puts(),
-            b.token_refusals(),
+            b.get_requests(),
         );
         let o = run_on(&env, key, None, Network::Bluesky).await;
         println!("{when}: {o:?}");
@@ -403,22 +403,22 @@ async fn bluesky_accept_then_hang_is_settled_by_replaying_the_record() {
             .find(|r| r.text().contains(&key.to_string()))
             .expect("the record");
         println!(
-            "Bluesky figures ({when}): upload requests +{} (refused for the expired token +{}), puts +{}, no-op puts +{}, posts {}, refreshes {}",
+            "Bluesky figures ({when}): upload requests +{}, getRecord +{}, puts +{}, no-op puts +{}, posts {}, refreshes {}",
             b.upload_requests() - uploads,
-            b.token_refusals() - refused,
+            b.get_requests() - gets,
             b.put_requests() - puts,
             b.noop_puts() - noops,
             b.posts_created(),
             b.refresh_requests(),
         );
-        // An upload refused for an expired access token (a day later) is followed by a
-        // refresh and the upload that counts.
+        // Read first: the record is there, so nothing is uploaded or put.
+        assert!(b.get_requests() > gets, "the record is read");
         assert_eq!(
-            (b.upload_requests() - uploads) - (b.token_refusals() - refused),
-            1,
-            "the blob is uploaded again, once"
+            (b.upload_requests() - uploads, b.put_requests() - puts),
+            (0, 0),
+            "found by reading: no upload, no put"
         );
-        assert_eq!(b.noop_puts() - noops, 1, "the identical record: a no-op");
+        assert_eq!(b.noop_puts() - noops, 0);
         assert_eq!(t.id.as_deref(), Some(rec.uri.as_str()));
         assert!(rec.uri.starts_with("at://"), "{}", rec.uri);
         assert!(
@@ -544,20 +544,18 @@ async fn bluesky_session_expiring_mid_run_is_refreshed_and_posts_once() {
     b.set_put_mode(BskyMode::Normal);
     b.expire_sessions();
     past_the_quiet_period(&env).await;
-    let refreshes = b.refresh_requests();
+    let gets = b.get_requests();
     let o = run_on(&env, &key2, None, Network::Bluesky).await;
     println!("session expired before the retry: {o:?}");
     assert_settled(&env, &key2, Network::Bluesky, &o);
     println!(
-        "Bluesky figures: refreshes +{}, posts {}, no-op puts {}",
-        b.refresh_requests() - refreshes,
+        "Bluesky figures: getRecord +{}, posts {}, no-op puts {}",
+        b.get_requests() - gets,
         b.posts_created(),
         b.noop_puts()
     );
-    assert!(
-        b.refresh_requests() > refreshes,
-        "refreshed before the replay"
-    );
+    // The check reads the record first (getRecord needs no session), and finds it.
+    assert!(b.get_requests() > gets, "read before any replay");
     assert_eq!(b.posts_created(), 2, "one post per draft");
     assert_eq!(b.max_posts_per_text(), 1);
 }
@@ -627,24 +625,24 @@ async fn bluesky_record_keeps_the_cid_the_pds_answered() {
     let text = status_cli(&env, &key, false);
     assert!(text.contains(&format!("cid:    {}", rec.cid)), "{text}");
 
-    // An ambiguous put (written, answered too late), replayed after the quiet period: the
-    // no-op answer's cid is recorded.
+    // An ambiguous put (written, answered too late), checked after the quiet period: the
+    // record is read at its key, and the cid getRecord answers is recorded.
     let replayed = env.key();
     b.set_put_mode(BskyMode::AcceptThenHang(HANG));
     let first = run_on(&env, &replayed, Some(true), Network::Bluesky).await;
     assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
     b.set_put_mode(BskyMode::Normal);
     past_the_quiet_period(&env).await;
-    let noops = b.noop_puts();
+    let puts = b.put_requests();
     let o = run_on(&env, &replayed, None, Network::Bluesky).await;
     assert_settled(&env, &replayed, Network::Bluesky, &o);
-    assert_eq!(b.noop_puts() - noops, 1, "settled by the no-op replay");
+    assert_eq!(b.put_requests() - puts, 0, "settled by reading the record");
     let rec = of(&replayed);
     let r = record(&env, &replayed, Network::Bluesky)
         .await
         .expect("recorded");
     println!(
-        "Bluesky cid after the replay: the PDS answered {}, the record holds {:?}",
+        "Bluesky cid after the check: the PDS answered {}, the record holds {:?}",
         rec.cid, r.cid
     );
     assert_eq!(r.cid.as_deref(), Some(rec.cid.as_str()), "{r:?}");

@@ -91,7 +91,7 @@ impl Drop for ClaimGuard {
                 tracing::error!("the run was dropped while create-post was in flight; the claim stays until its TTL and the draft says unknown");
             }
             Stage::Created(urn) => {
-                tracing::error!(urn = ?urn, "the run was dropped after LinkedIn accepted the post; keeping the claim with the URN");
+                tracing::error!(urn = ?urn, network = self.key.network().label(), "the run was dropped after the network accepted the post; keeping the claim with the URN");
                 let ttl = self.posted_claim_ttl;
                 handle.spawn(async move {
                     let urn = urn.unwrap_or_default();
@@ -361,7 +361,10 @@ impl Lane {
                 Outcome::new(
                     key,
                     OutcomeKind::PostedNotRecorded,
-                    format!("LinkedIn accepted the post, then the run failed ({why}); the claim keeps the URN"),
+                    format!(
+                        "{} accepted the post, then the run failed ({why}); the claim keeps its id",
+                        self.network.label()
+                    ),
                 )
                 .with_urn(urn.clone()),
                 Finish::Keep(urn),

@@ -207,8 +207,13 @@ impl Lane {
                 Finish::Release,
             );
         }
+        // Pacing: the slot is taken last, so the create follows it within moments.
+        if let Err(delayed) = self.pace(req, dl).await {
+            return (delayed, Finish::Release);
+        }
         // The create gets its whole budget or is not sent: a sliver would only turn a clean
-        // failure into an `unknown`. Checked after the intent write, which took time too.
+        // failure into an `unknown`. Checked after the intent and pacing writes, which took
+        // time too (a slot taken for nothing only delays the network's next post).
         if dl.for_work(self.budget) != Some(self.budget) {
             let why = format!(
                 "not enough time left in this run to give the create its full {:?}; retry",
@@ -219,24 +224,12 @@ impl Lane {
                 Finish::Release,
             );
         }
-        // Pacing: the slot is taken last, so the create follows it within moments.
-        if let Err(delayed) = self.pace(req, dl).await {
-            return (delayed, Finish::Release);
-        }
-        self.create(
-            req,
-            dl,
-            &post,
-            &media,
-            pending.caption_hash,
-            false,
-            progress,
-        )
-        .await
+        self.create(req, dl, &post, &media, pending.caption_hash, None, progress)
+            .await
     }
 
     /// Sends the create once and classifies the answer. `reconciling`: this is the identical
-    /// re-send after an unknown outcome.
+    /// re-send after an unknown outcome of this draft.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn create(
         &self,
@@ -245,7 +238,7 @@ impl Lane {
         post: &PreparedPost,
         media: &Media,
         caption_hash: Option<String>,
-        reconciling: bool,
+        reconciling: Option<&Draft>,
         progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
@@ -258,6 +251,27 @@ impl Lane {
         }
         progress.set(Stage::Sent);
         let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
+        // A re-send that was refused or never left: nothing new was posted, and the earlier
+        // attempt may still be there. Counted as an attempt; a refusal is not tried again.
+        if let Some(draft) = reconciling {
+            let failed = match &answer {
+                Ok(Err(e)) if !e.may_exist() && !matches!(e, PostError::AlreadyExists { .. }) => {
+                    Some((
+                        format!("the re-send to check the earlier attempt on {on} failed ({e})"),
+                        e.is_transient(),
+                    ))
+                }
+                Err(BudgetError::NoTimeLeft) => {
+                    Some((format!("no time left to check with {on}"), true))
+                }
+                _ => None,
+            };
+            if let Some((why, again)) = failed {
+                return self
+                    .unsettled(req, dl, draft, &req.run_id, why, again)
+                    .await;
+            }
+        }
         match answer {
             Ok(Ok(created)) => {
                 progress.created(created.id.clone());
@@ -282,10 +296,14 @@ impl Lane {
             // The earlier attempt (reconciling), or the post the owner suspected was missing
             // (Post anyway), is on the network: record it, so no later Retry posts it again.
             Ok(Err(PostError::AlreadyExists { existing, .. }))
-                if reconciling || req.action == Action::Force =>
+                if reconciling.is_some() || req.action == Action::Force =>
             {
                 progress.created(existing.id.clone());
-                let source = if reconciling { "reconcile" } else { "force" };
+                let source = if reconciling.is_some() {
+                    "reconcile"
+                } else {
+                    "force"
+                };
                 self.record(
                     req,
                     dl,
@@ -319,24 +337,6 @@ impl Lane {
                 let why = format!("{on} did not answer the create within {b:?}");
                 (self.ambiguous(key, dl, why).await, Finish::Release)
             }
-            Ok(Err(e)) if reconciling => {
-                let outcome = Outcome::new(
-                    key,
-                    OutcomeKind::Unknown,
-                    format!("could not check with {on} ({e}); the earlier attempt may be there. Retry later, or check and tell me"),
-                )
-                .retryable(e.is_transient());
-                (outcome, Finish::Release)
-            }
-            Err(BudgetError::NoTimeLeft) if reconciling => (
-                Outcome::new(
-                    key,
-                    OutcomeKind::Unknown,
-                    format!("no time left to check with {on}; retry"),
-                )
-                .retryable(true),
-                Finish::Release,
-            ),
             Ok(Err(e)) => {
                 let retryable = e.is_transient();
                 // A rate limit's reset, as the network named it, holds for the next try too.
@@ -348,13 +348,8 @@ impl Lane {
                 )
             }
             Err(BudgetError::NoTimeLeft) => (
-                self.fail_after_intent(
-                    req,
-                    dl,
-                    "no time left to send the create; nothing was posted".into(),
-                    true,
-                )
-                .await,
+                self.fail_after_intent(req, dl, "no time left to send the create".into(), true)
+                    .await,
                 Finish::Release,
             ),
         }

@@ -5,6 +5,7 @@
 //! channel, where nothing can tell, by asking the owner at once and never re-sending.
 
 use super::publish::kept_request;
+use super::schedule::Paced;
 use super::*;
 
 impl Lane {
@@ -71,10 +72,8 @@ impl Lane {
             );
         };
         if self.settle() == Settle::AskOwner {
-            return self.ask_owner(
-                key,
-                &format!("an earlier attempt may be on {on}, and {on} offers no way to check it, so it is never sent again automatically"),
-            );
+            let why = format!("an earlier attempt may be on {on}, and {on} offers no way to check it, so it is never sent again automatically");
+            return self.settle_by_owner(req, dl, draft, why).await;
         }
         if let Some(wait) = self.still_quiet(key, draft) {
             return (wait, Finish::Release);
@@ -88,6 +87,15 @@ impl Lane {
                 &format!("an earlier attempt {age}s ago may have posted it, and that is too long ago for {on}'s duplicate check to tell"),
             );
         }
+        // Every check that settles nothing counts as an attempt (POSTONCE_MAX_ATTEMPTS): past
+        // the cap the sweeper stops trying and the owner decides.
+        if draft.attempts >= self.settings.max_attempts {
+            let why = format!(
+                "{} attempts to post or check it ended without an answer, so it is no longer checked automatically; an earlier attempt may be on {on}",
+                draft.attempts
+            );
+            return self.settle_by_owner(req, dl, draft, why).await;
+        }
         let post = kept_request(pending);
         // The hash of the text that was sent, not of the draft as it may have been edited since.
         let hash = pending
@@ -99,35 +107,43 @@ impl Lane {
         // its request travels, and the network counts its window from the create, which came
         // after the stored attempt time. Looking up early is always safe.
         let margin = self.settings.timeouts.dynamodb + self.budget;
-        let expired = matches!(self.settle(), Settle::Replay { window: Some(w) } if age.saturating_add(i64::try_from(margin.as_secs()).unwrap_or(i64::MAX)).saturating_add(1) > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
-        if self.settle() == Settle::ReadBack || expired {
+        let settle = self.settle();
+        let expired = matches!(settle, Settle::Replay { window: Some(w) } if age.saturating_add(i64::try_from(margin.as_secs()).unwrap_or(i64::MAX)).saturating_add(1) > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
+        // A record key chosen by the client (Bluesky) is read at that key first: the post is
+        // recorded on a hit, and replayed only when the key holds nothing.
+        let keyed = settle == Settle::Replay { window: None };
+        if settle == Settle::ReadBack || expired || keyed {
             match self.read_back(dl, &post, pending.at).await {
                 Ok(Some(found)) => {
                     tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
                     progress.created(found.id.clone());
                     return self
-                        .record(req, dl, found, hash, OutcomeKind::AlreadyPosted, "lookup", progress)
+                        .record(
+                            req,
+                            dl,
+                            found,
+                            hash,
+                            OutcomeKind::AlreadyPosted,
+                            "lookup",
+                            progress,
+                        )
                         .await;
                 }
                 Ok(None) if expired => {
                     let why = format!("an earlier attempt {age}s ago may have posted it; that is past the time {on} remembers its idempotency key, and it is not among the account's recent posts");
-                    return self.settle_by_owner(req, dl, pending, why).await;
+                    return self.settle_by_owner(req, dl, draft, why).await;
                 }
                 Ok(None) => {}
                 Err(PostError::ReadRefused { message, .. }) => {
                     let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
-                    return self.settle_by_owner(req, dl, pending, why).await;
+                    return self.settle_by_owner(req, dl, draft, why).await;
                 }
                 Err(e) => {
-                    return (
-                        Outcome::new(
-                            key,
-                            OutcomeKind::Unknown,
-                            format!("could not read the account's posts on {on} to check the earlier attempt ({e}); nothing was sent. Retry later"),
-                        )
-                        .retryable(true),
-                        Finish::Release,
-                    )
+                    let again = e.is_transient();
+                    let why = format!("could not read the account's posts on {on} to check the earlier attempt ({e})");
+                    return self
+                        .unsettled(req, dl, draft, &pending.run, why, again)
+                        .await;
                 }
             }
         }
@@ -149,6 +165,35 @@ impl Lane {
                 .retryable(true),
                 Finish::Release,
             );
+        }
+        // The image a replay carries, before anything is recorded: without it nothing is sent.
+        let media = match self.replay_media(dl, draft, pending).await {
+            Ok(media) => media,
+            Err(why) => {
+                return self
+                    .unsettled(req, dl, draft, &pending.run, why, true)
+                    .await
+            }
+        };
+        // A re-send is a post as far as the network's pacing goes: it takes the slot first (and
+        // waits for it, the draft left as it is: its kept request must not be dropped).
+        match self.take_slot(dl).await {
+            Paced::Go => {}
+            Paced::Busy { reason, .. } => {
+                let mut o = Outcome::new(
+                    key,
+                    OutcomeKind::Unknown,
+                    format!("the check with {on} is {reason}; nothing was sent"),
+                )
+                .retryable(true);
+                o.settled = req.source == Source::Sweep;
+                return (o, Finish::Release);
+            }
+            Paced::Error(why) => {
+                return self
+                    .unsettled(req, dl, draft, &pending.run, why, true)
+                    .await;
+            }
         }
         // The re-send is a new attempt: its time restarts the quiet period for every later run,
         // and the conditional write lets only one of two reconciling runs send.
@@ -189,40 +234,87 @@ impl Lane {
                     Outcome::new(
                         key,
                         OutcomeKind::BeingPosted,
-                        format!("another run is checking this draft with {on} now; nothing was sent"),
+                        format!(
+                            "another run is checking this draft with {on} now; nothing was sent"
+                        ),
                     )
                     .retryable(true),
                     Finish::Release,
                 )
             }
             Err(e) => {
-                return (
-                    Outcome::new(
-                        key,
-                        OutcomeKind::Unknown,
-                        format!("could not record the check before re-sending ({e}); nothing was sent. Retry later"),
-                    )
-                    .retryable(true),
-                    Finish::Release,
-                )
+                let why = format!("could not record the check before re-sending ({e})");
+                return self
+                    .unsettled(req, dl, draft, &pending.run, why, true)
+                    .await;
             }
         }
-        let media = match self.replay_media(dl, draft, pending).await {
-            Ok(media) => media,
-            Err(why) => {
-                return (
-                    Outcome::new(
-                        key,
-                        OutcomeKind::Unknown,
-                        format!("{why}; nothing was sent. Retry later"),
-                    )
-                    .retryable(true),
-                    Finish::Release,
-                )
-            }
-        };
-        self.create(req, dl, &post, &media, hash, true, progress)
+        self.create(req, dl, &post, &media, hash, Some(draft), progress)
             .await
+    }
+
+    /// A check that settled nothing and sent nothing: counted on the draft as an attempt. While
+    /// attempts are left and `again` (trying again may help), the sweeper checks again after
+    /// the quiet period, quietly; otherwise only the owner can settle it, and is asked once.
+    /// `run`: the kept attempt's run (the note lands only on that attempt).
+    pub(super) async fn unsettled(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: &Draft,
+        run: &str,
+        why: String,
+        again: bool,
+    ) -> (Outcome, Finish) {
+        let tries = draft.attempts.saturating_add(1);
+        let max = self.settings.max_attempts;
+        if !again || tries >= max {
+            let why = if again {
+                format!("{why}; gave up checking automatically after {tries} attempts")
+            } else {
+                why
+            };
+            let update = DraftUpdate::IfAttempt {
+                run: run.to_owned(),
+                update: Box::new(DraftUpdate::Ambiguous {
+                    error: why.clone(),
+                    ask_owner: true,
+                }),
+            };
+            self.note(
+                &req.key,
+                dl,
+                &update,
+                &[DraftStatus::Unknown],
+                "that the owner must decide",
+            )
+            .await;
+            let (mut outcome, finish) = self.ask_owner(&req.key, &why);
+            outcome.settled = req.source == Source::Sweep;
+            return (outcome, finish);
+        }
+        let detail = format!(
+            "{why}; nothing was sent. It is checked again after the quiet period (attempt {tries} of {max})"
+        );
+        let update = DraftUpdate::IfAttempt {
+            run: run.to_owned(),
+            update: Box::new(DraftUpdate::Ambiguous {
+                error: detail.clone(),
+                ask_owner: false,
+            }),
+        };
+        self.note(
+            &req.key,
+            dl,
+            &update,
+            &[DraftStatus::Unknown],
+            "the check that settled nothing",
+        )
+        .await;
+        let mut o = Outcome::new(&req.key, OutcomeKind::Unknown, detail).retryable(true);
+        // Nothing changed for the owner: a sweep's check stays quiet.
+        o.settled = req.source == Source::Sweep;
+        (o, Finish::Release)
     }
 
     /// The image a replay carries. A replayed Bluesky record refers to its blob, which the
@@ -274,31 +366,39 @@ impl Lane {
         }
     }
 
-    /// Only the owner can settle this attempt: say so on the draft (the sweeper leaves it to
-    /// them) and ask.
+    /// Only the owner can settle this attempt: say so on the draft (the sweeper stops trying
+    /// and tells the owner, once) and ask. A draft already left to the owner is not noted
+    /// again (that would tell them again). A sweep's run stays quiet: the sweeper's own
+    /// message is the one that tells.
     async fn settle_by_owner(
         &self,
         req: &PostRequest,
         dl: &Deadline,
-        pending: &PendingPost,
+        draft: &Draft,
         why: String,
     ) -> (Outcome, Finish) {
-        let update = DraftUpdate::IfAttempt {
-            run: pending.run.clone(),
-            update: Box::new(DraftUpdate::Ambiguous {
-                error: why.clone(),
-                ask_owner: true,
-            }),
-        };
-        self.note(
-            &req.key,
-            dl,
-            &update,
-            &[DraftStatus::Unknown],
-            "that the owner must decide",
-        )
-        .await;
-        self.ask_owner(&req.key, &why)
+        if draft.retryable {
+            if let Some(pending) = &draft.pending {
+                let update = DraftUpdate::IfAttempt {
+                    run: pending.run.clone(),
+                    update: Box::new(DraftUpdate::Ambiguous {
+                        error: why.clone(),
+                        ask_owner: true,
+                    }),
+                };
+                self.note(
+                    &req.key,
+                    dl,
+                    &update,
+                    &[DraftStatus::Unknown],
+                    "that the owner must decide",
+                )
+                .await;
+            }
+        }
+        let (mut outcome, finish) = self.ask_owner(&req.key, &why);
+        outcome.settled = req.source == Source::Sweep;
+        (outcome, finish)
     }
 
     /// Looks for the kept request among the account's recent posts (safe to repeat).

@@ -230,33 +230,31 @@ impl Lane {
         (outcome, Finish::Release)
     }
 
-    /// Pacing, after the intent and just before the create: takes this network's posting
-    /// slot, or puts this run's attempt (never sent) back as a draft delayed to the slot's end
-    /// (`scheduled`, due then) and answers so. `Ok(())`: send the create now.
-    pub(super) async fn pace(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
-        let key = &req.key;
+    /// This network's posting slot, taken now if it is free (one conditional write shared by
+    /// every process). No draft is touched.
+    pub(super) async fn take_slot(&self, dl: &Deadline) -> Paced {
         let Some((gap, interval)) = self.pacing() else {
-            return Ok(());
+            return Paced::Go;
         };
         let t = self.settings.timeouts;
-        let slot = dl
-            .work(
-                t.dynamodb,
-                self.records
-                    .take_slot(self.network.as_str(), interval, now_ms()),
-            )
-            .await;
-        let last_ms = match flatten_value(slot) {
-            Ok(Slot::Taken) => return Ok(()),
+        let slot = match fault("before-slot").await {
+            Some(why) => Err(why),
+            None => flatten_value(
+                dl.work(
+                    t.dynamodb,
+                    self.records
+                        .take_slot(self.network.as_str(), interval, now_ms()),
+                )
+                .await,
+            ),
+        };
+        let last_ms = match slot {
+            Ok(Slot::Taken) => return Paced::Go,
             Ok(Slot::Busy { last_ms }) => last_ms,
             Err(e) => {
-                return Err(failed(
-                    key,
-                    true,
-                    format!(
-                        "could not take {}'s posting slot ({e}); nothing was posted",
-                        self.network.label()
-                    ),
+                return Paced::Error(format!(
+                    "could not take {}'s posting slot ({e})",
+                    self.network.label()
                 ))
             }
         };
@@ -269,6 +267,20 @@ impl Lane {
             rfc(last_ms / 1000),
             rfc(until)
         );
+        Paced::Busy { until, reason }
+    }
+
+    /// Pacing, after the intent and just before the create: takes this network's posting
+    /// slot, or puts this run's attempt (never sent) back as a draft delayed to the slot's end
+    /// (`scheduled`, due then) and answers so. `Ok(())`: send the create now.
+    pub(super) async fn pace(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
+        let key = &req.key;
+        let (until, reason) = match self.take_slot(dl).await {
+            Paced::Go => return Ok(()),
+            Paced::Busy { until, reason } => (until, reason),
+            // After the intent: the draft goes back from this run's `unknown` to `failed`.
+            Paced::Error(why) => return Err(self.fail_after_intent(req, dl, why, true).await),
+        };
         // Only this run's own attempt, which was never sent, is put back. A sweep's run stays
         // quiet about it (the sweeper tells the owner once); any other run reports it.
         let quiet = req.source == Source::Sweep;
@@ -296,6 +308,16 @@ impl Lane {
         }
         Err(self.fail_after_intent(req, dl, reason, true).await)
     }
+}
+
+/// What taking a network's posting slot answered.
+pub(super) enum Paced {
+    /// The slot is this run's (or the network is not paced): send now.
+    Go,
+    /// Another post took it too recently: the next one opens at `until` (Unix seconds).
+    Busy { until: i64, reason: String },
+    /// The pacing store failed: nothing may be sent.
+    Error(String),
 }
 
 /// The answer for a cancelled draft.

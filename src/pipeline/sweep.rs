@@ -98,7 +98,20 @@ impl Pipeline {
     fn waits_for_person(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<String> {
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         let on = lane.network.label();
+        // No run of it can be live once a claim's time has passed since its last attempt.
+        let last = draft.pending.as_ref().map_or(draft.updated_at, |p| {
+            p.last_sent_at.unwrap_or(p.at).max(p.at)
+        });
+        let no_live_run = now - last > secs(self.settings.claim_ttl);
         match draft.status {
+            // A channel's attempt whose run ended without a word (killed after its intent):
+            // nothing can tell, and nothing is ever re-sent.
+            DraftStatus::Unknown if lane.settle() == Settle::AskOwner && no_live_run => {
+                Some(format!(
+                    "may or may not be on {on}, and only you can tell: press {} or Post anyway",
+                    lane.network.confirm_label()
+                ))
+            }
             DraftStatus::Unknown if !draft.retryable => Some(format!(
                 "may or may not be on {on}, and only you can tell: press {} or Post anyway",
                 lane.network.confirm_label()
@@ -254,12 +267,13 @@ impl Pipeline {
                     // Before the quiet period the attempt may still be in flight; past the
                     // window only the owner can tell. In between: reconcile now (or repair
                     // from a kept claim). A run still in flight holds the claim.
-                    let within = match lane.settle() {
-                        Settle::Resend => now - at <= window,
-                        Settle::ReadBack | Settle::Replay { .. } => true,
-                        Settle::AskOwner => false,
-                    };
-                    now - last > quiet && within
+                    match lane.settle() {
+                        Settle::Resend => now - last > quiet && now - at <= window,
+                        Settle::ReadBack | Settle::Replay { .. } => now - last > quiet,
+                        // Nothing is re-sent: once no run can be live, a run repairs a kept
+                        // claim, or leaves the draft to the owner (who is then told, once).
+                        Settle::AskOwner => now - last > stale,
+                    }
                 }
                 _ => false,
             };

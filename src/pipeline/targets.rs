@@ -25,6 +25,8 @@ struct Plan {
     all: Vec<Network>,
     /// Targets found recorded: already answered.
     recorded: Vec<Outcome>,
+    /// Targets whose state could not be read: each a failed, retryable part (nothing run).
+    unread: Vec<Outcome>,
     /// The drafts read on the way (a run without content), for their runs.
     seen: BTreeMap<Network, Draft>,
 }
@@ -132,6 +134,7 @@ impl Pipeline {
                 all: selected.clone(),
                 selected,
                 recorded: Vec::new(),
+                unread: Vec::new(),
                 seen: BTreeMap::new(),
             };
         }
@@ -139,10 +142,28 @@ impl Pipeline {
         let probes = self.lanes.iter().map(|(n, lane)| {
             let key = req.key.on(*n);
             async move {
-                let loaded = dl.work(t.dynamodb, lane.records.load(&key, None)).await;
+                let loaded = match fault("plan-load").await {
+                    Some(why) => Err(why),
+                    None => flatten_value(dl.work(t.dynamodb, lane.records.load(&key, None)).await),
+                };
                 let snapshot = match loaded {
-                    Ok(Ok(s)) => s,
-                    _ => return (*n, false, None, None),
+                    Ok(s) => s,
+                    Err(e) => {
+                        // A claim kept for a post whose record could not be written says the
+                        // target is the draft's: its run repairs the record (or says so).
+                        let kept = dl.work(t.redis, lane.claims.inspect(&key)).await;
+                        if matches!(kept, Ok(Ok(Some((ClaimValue::Posted(_), _))))) {
+                            return (*n, true, None, None);
+                        }
+                        // A dry-run network nobody targets by default is not worth a line.
+                        if lane.adapter.is_dry_run() && !self.default_targets.contains(n) {
+                            return (*n, false, None, None);
+                        }
+                        let why = format!(
+                            "could not read where it stands ({e}); nothing was done. Retry"
+                        );
+                        return (*n, false, Some(failed(&key, true, why)), None);
+                    }
                 };
                 let has = snapshot.record.is_some() || snapshot.draft.is_some();
                 // A record is final: answered from it, with no claim. (A claim kept on purpose
@@ -163,12 +184,14 @@ impl Pipeline {
         });
         let mut known: Vec<Network> = Vec::new();
         let mut recorded: Vec<Outcome> = Vec::new();
+        let mut unread: Vec<Outcome> = Vec::new();
         let mut seen = BTreeMap::new();
         for (n, has, done, draft) in join_all(probes).await {
             if has {
                 known.push(n);
             }
             match done {
+                Some(outcome) if outcome.outcome == OutcomeKind::Failed => unread.push(outcome),
                 Some(outcome) => recorded.push(outcome),
                 None => {
                     if let Some(d) = draft {
@@ -177,15 +200,21 @@ impl Pipeline {
                 }
             }
         }
+        // The defaults only for a draft that is nowhere: a target whose state could not be
+        // read may be the draft's, so it is never replaced by them.
         let selected = if !req.targets.is_empty() {
             self.targets_for(&req.targets)
-        } else if known.is_empty() {
+        } else if known.is_empty() && unread.is_empty() {
             self.targets_for(&[])
         } else {
             known.clone()
         };
+        // A selected target that could not be read is run anyway (its run reads it again under
+        // its claim); any other is answered as unread.
+        unread.retain(|o| !selected.contains(&o.network));
         let mut all = selected.clone();
         all.extend(known.iter().filter(|n| !selected.contains(n)));
+        all.extend(unread.iter().map(|o| o.network));
         all.sort();
         let selected = selected
             .into_iter()
@@ -195,6 +224,7 @@ impl Pipeline {
             selected,
             all,
             recorded,
+            unread,
             seen,
         }
     }
@@ -214,6 +244,7 @@ impl Pipeline {
             selected,
             all,
             recorded,
+            unread,
             mut seen,
         } = self.plan(&req, &dl).await;
         let runs = selected.iter().map(|n| {
@@ -247,6 +278,7 @@ impl Pipeline {
         });
         let mut parts = join_all(runs).await;
         parts.extend(recorded);
+        parts.extend(unread);
         let untouched: Vec<Network> = all
             .iter()
             .copied()

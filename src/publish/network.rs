@@ -160,9 +160,9 @@ pub enum PostError {
     },
     /// The request was sent and no clear answer came back (timeout after sending, 5xx, a
     /// broken exchange): the post may exist.
-    #[error(
-        "{network}: no clear answer after the request was sent ({message}); the post may exist"
-    )]
+    // What this means for the post ("the post may exist", "nothing was posted") is said by
+    // the pipeline, which knows whether the call was the create.
+    #[error("{network}: no clear answer after the request was sent ({message})")]
     InDoubt {
         network: &'static str,
         message: String,

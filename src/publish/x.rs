@@ -325,7 +325,7 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
         429 => PostError::RateLimited {
             network: NETWORK,
             retry_after: retry_after(headers),
-            message: format!("{detail}; nothing was posted"),
+            message: detail,
         },
         500..=599 => PostError::InDoubt {
             network: NETWORK,

@@ -122,6 +122,24 @@ impl ImageHost {
             .await;
     }
 
+    /// Serves the cover at `p` `times` times, then answers 404 there: an image that vanishes
+    /// after the run fetched it.
+    pub async fn vanishing(&self, p: &str, times: u64) {
+        Mock::given(method("GET"))
+            .and(path(p.to_owned()))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(png_bytes(), "image/png"))
+            .up_to_n_times(times)
+            .with_priority(1)
+            .mount(&self.server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(p.to_owned()))
+            .respond_with(ResponseTemplate::new(404))
+            .with_priority(2)
+            .mount(&self.server)
+            .await;
+    }
+
     pub fn uri(&self) -> String {
         self.server.uri()
     }

@@ -57,6 +57,8 @@ pub enum Read {
     UsageCapped,
     /// 429 with the rate-limit headers.
     RateLimited,
+    /// This status with X's error body for it (a 503: the read keeps failing).
+    Status(u16),
 }
 
 /// How the fake answers a create whose text it already has.
@@ -682,6 +684,7 @@ impl State {
             Read::Refused => return json_answer(403, tier_refused_body()),
             Read::UsageCapped => return json_answer(429, usage_capped_body()),
             Read::RateLimited => return rate_limited(900),
+            Read::Status(code) => return json_answer(code, error_body(code)),
         }
         if user != USER_ID {
             return json_answer(400, error_body(400));
