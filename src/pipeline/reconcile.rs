@@ -153,6 +153,7 @@ impl Lane {
         // The re-send is a new attempt: its time restarts the quiet period for every later run,
         // and the conditional write lets only one of two reconciling runs send.
         let t = self.settings.timeouts;
+        let stamped_at = now_s();
         let taken = dl
             .work(
                 t.dynamodb,
@@ -160,7 +161,7 @@ impl Lane {
                     key,
                     &DraftUpdate::Resend {
                         prev_run: pending.run.clone(),
-                        at: now_s(),
+                        at: stamped_at,
                         run: req.run_id.clone(),
                     },
                     &[DraftStatus::Unknown],
@@ -221,7 +222,11 @@ impl Lane {
                 )
             }
         };
-        self.create(req, dl, &post, &media, hash, true, progress)
+        let sending = super::publish::Sending {
+            reconciling: true,
+            stamped_at,
+        };
+        self.create(req, dl, &post, &media, hash, sending, progress)
             .await
     }
 
