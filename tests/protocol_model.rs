@@ -9,12 +9,14 @@
 
 #[path = "protocol_model/model.rs"]
 mod model;
+#[path = "protocol_model/state.rs"]
+mod state;
 
 use std::time::Instant;
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
-use model::{Action, Bound, Mutation, Net, ProtocolModel, State, Status, Who, MUTATIONS, NETWORKS};
+use state::{Action, Bound, Mutation, Net, ProtocolModel, State, Status, Who, MUTATIONS, NETWORKS};
 
 /// The bound: three real runs and a dry run, two faults per behaviour, four quiet periods.
 const BOUND: Bound = Bound {
@@ -51,7 +53,7 @@ impl Model for ProtocolModel {
                 |_, s: &State| {
                     s.ns[0]
                         .record
-                        .is_none_or(|r| r.post.is_none_or(|p: model::PostId| !p.dry))
+                        .is_none_or(|r| r.post.is_none_or(|p: state::PostId| !p.dry))
                 },
             ),
             Property::always(
@@ -79,7 +81,7 @@ impl Model for ProtocolModel {
 fn finished(s: &State) -> bool {
     s.runs
         .iter()
-        .all(|r| matches!(r.pc, model::Pc::Done | model::Pc::Crashed))
+        .all(|r| matches!(r.pc, state::Pc::Done | state::Pc::Crashed))
         && s.in_flight.is_empty()
 }
 
@@ -167,9 +169,17 @@ fn the_protocol_holds_and_every_guard_matters() {
     let mut found = 0;
     let mut missed = Vec::new();
     for mutation in MUTATIONS {
-        let hit = NETWORKS
-            .iter()
-            .any(|net| !check(*net, Some(mutation)).violated.is_empty());
+        // The network whose counterexample is shortest goes first (a network on which a
+        // mutation is safe is explored to its end); every network counts.
+        let first = match mutation {
+            Mutation::ClaimKeptAfterPostedNotRecorded => Net::TelegramChannel,
+            Mutation::PerNetworkStrategy => Net::X,
+            _ => Net::Linkedin,
+        };
+        let order = std::iter::once(first).chain(NETWORKS.into_iter().filter(|n| *n != first));
+        let hit = order
+            .into_iter()
+            .any(|net| !check(net, Some(mutation)).violated.is_empty());
         if hit {
             found += 1;
         } else {
