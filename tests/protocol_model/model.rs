@@ -347,7 +347,7 @@ impl ProtocolModel {
                 }
             }
             Pc::Intent => self.intent(s, who),
-            Pc::Create if clock > run.stamp && !self.off(Mutation::QuietPeriod) => {
+            Pc::Create if clock > run.stamp && !self.off(Mutation::CreateWithinQuietPeriod) => {
                 // `Lane::create`: the attempt was stamped a quiet period ago, so a reconcile
                 // may already be re-sending it: not sent (issue 25's counterexample).
                 if !run.reconciling {

@@ -53,6 +53,9 @@ pub enum Settle {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mutation {
     QuietPeriod,
+    /// The create sent only while it is over before its attempt's quiet period ends (the
+    /// check the model found missing, issue 25).
+    CreateWithinQuietPeriod,
     IntentBeforeCreate,
     TokenFencedRelease,
     ClaimKeptAfterPostedNotRecorded,
@@ -61,8 +64,9 @@ pub enum Mutation {
     PerNetworkStrategy,
 }
 
-pub const MUTATIONS: [Mutation; 7] = [
+pub const MUTATIONS: [Mutation; 8] = [
     Mutation::QuietPeriod,
+    Mutation::CreateWithinQuietPeriod,
     Mutation::IntentBeforeCreate,
     Mutation::TokenFencedRelease,
     Mutation::ClaimKeptAfterPostedNotRecorded,
