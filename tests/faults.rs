@@ -682,3 +682,73 @@ async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post
         assert_eq!(a.urn.as_deref(), Some(posts[0].urn.as_str()), "{how}");
     }
 }
+
+/// Found by the protocol model (`tests/protocol_model.rs`, issue 25): the quiet period runs
+/// from the attempt's stamp (the intent's `at`), not from the send. A run whose claim is lost
+/// after its intent and that is slow to send (here a 4 s pause after the intent, with a 2 s
+/// quiet period and a 1.5 s budget) must not send once another run may re-send its attempt:
+/// run B, past the quiet period, re-sends and posts; A then sends nothing. Without the check
+/// in `Lane::create`, A's create-post was a second post. Counted at a LinkedIn with no
+/// duplicate check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_stamped_a_quiet_period_ago_is_not_sent() {
+    let _turn = TURN.lock().await;
+    let env = Env::with(
+        support::env::Stores::Real,
+        &[("POSTONCE_RECONCILE_AFTER_S", "2")],
+    )
+    .await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    let key = env.key();
+    fail::cfg("after-intent", "1*return(sleep:4000)").expect("fail point");
+    let a = {
+        let app = env.app.clone();
+        let req = env.request(&key, Some(env.announcement(&key)));
+        let dl = env.deadline();
+        tokio::spawn(async move { app.pipeline.run(req, dl).await })
+    };
+    // Wait until A's intent is written (the draft says unknown), then lose A's claim.
+    let begun = std::time::Instant::now();
+    loop {
+        let status = env
+            .app
+            .pipeline
+            .status(&key, &env.deadline())
+            .await
+            .expect("status");
+        if status
+            .snapshot
+            .draft
+            .is_some_and(|d| d.status == DraftStatus::Unknown)
+        {
+            break;
+        }
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "A never wrote its intent"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let intent_seen = std::time::Instant::now();
+    env.redis().cli(&["DEL", &format!("claim:{key}")]);
+    // Past the quiet period (whole seconds: more than 2 s after the stamp), A still asleep.
+    tokio::time::sleep(Duration::from_millis(3200).saturating_sub(intent_seen.elapsed())).await;
+    let b = env.retry(&key).await;
+    let a = a.await.expect("run a");
+    fail::remove("after-intent");
+    let posts = env.linkedin.posts_containing(key.slug()).len();
+    println!(
+        "a create stamped a quiet period ago (LinkedIn duplicate check OFF): B {:?}, A {:?}; create-post requests {}, posts {posts}",
+        b.outcome,
+        a.outcome,
+        env.linkedin.create_requests()
+    );
+    assert_eq!(
+        b.outcome,
+        OutcomeKind::Posted,
+        "B re-sends past the quiet period: {b:?}"
+    );
+    assert_ne!(a.outcome, OutcomeKind::Posted, "{a:?}");
+    assert_eq!(env.linkedin.create_requests(), 1, "A sent no create-post");
+    assert_eq!(posts, 1);
+}

@@ -10,6 +10,31 @@ pub(super) struct Takes<'a> {
     pub replaces: Option<&'a str>,
 }
 
+/// How a create goes out: `reconciling`, the draft whose unknown outcome this identical
+/// re-send checks;
+/// `stamped_at`, the Unix seconds its attempt was stamped with (the intent's `at`, or the
+/// re-send's `last_sent_at`), from which the quiet period runs.
+pub(super) struct Sending<'a> {
+    pub reconciling: Option<&'a Draft>,
+    pub stamped_at: i64,
+}
+
+impl Sending<'_> {
+    /// Whether a create sent now, with its whole `budget`, is over before another run may
+    /// re-send it: [`Lane::still_quiet`] lets one re-send only once `now_s()` exceeds the stamp
+    /// by more than the quiet period, that is from `stamped_at + quiet + 1` (Unix seconds) on.
+    fn over_in_time(&self, budget: Duration, quiet: Duration) -> bool {
+        let quiet_ms = i64::try_from(quiet.as_millis()).unwrap_or(i64::MAX);
+        let budget_ms = i64::try_from(budget.as_millis()).unwrap_or(i64::MAX);
+        let resend_from_ms = self
+            .stamped_at
+            .saturating_add(1)
+            .saturating_mul(1000)
+            .saturating_add(quiet_ms);
+        now_ms().saturating_add(budget_ms) < resend_from_ms
+    }
+}
+
 /// What the intent keeps as the image's name: LinkedIn's image URN (as before targets), or
 /// the adapter's media reference as compact JSON.
 fn media_name(media: &MediaRef) -> String {
@@ -224,12 +249,23 @@ impl Lane {
                 Finish::Release,
             );
         }
-        self.create(req, dl, &post, &media, pending.caption_hash, None, progress)
-            .await
+        self.create(
+            req,
+            dl,
+            &post,
+            &media,
+            pending.caption_hash,
+            Sending {
+                reconciling: None,
+                stamped_at: pending.at,
+            },
+            progress,
+        )
+        .await
     }
 
-    /// Sends the create once and classifies the answer. `reconciling`: this is the identical
-    /// re-send after an unknown outcome of this draft.
+    /// Sends the create once and classifies the answer. `sending.reconciling`: this is the
+    /// identical re-send after an unknown outcome of this draft.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn create(
         &self,
@@ -238,11 +274,33 @@ impl Lane {
         post: &PreparedPost,
         media: &Media,
         caption_hash: Option<String>,
-        reconciling: Option<&Draft>,
+        sending: Sending<'_>,
         progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         let on = self.network.label();
+        let reconciling = sending.reconciling;
+        // The quiet period runs from the attempt's stamp, not from the send: once it has
+        // passed, another run (one that got past a lost claim) may re-send this request. So
+        // the create leaves only if it is over, its whole budget included, before then
+        // (issue 25: found by the protocol model).
+        if !sending.over_in_time(self.budget, self.settings.reconcile_after) {
+            let why = format!(
+                "the attempt was stamped {}s ago: a create now could still be in flight when its quiet period ({}s) ends, so it was not sent",
+                now_s().saturating_sub(sending.stamped_at),
+                self.settings.reconcile_after.as_secs()
+            );
+            tracing::warn!("{why}");
+            if reconciling.is_some() {
+                let outcome = Outcome::new(key, OutcomeKind::Unknown, format!("{why}; retry"))
+                    .retryable(true);
+                return (outcome, Finish::Release);
+            }
+            return (
+                self.fail_after_intent(req, dl, why, true).await,
+                Finish::Release,
+            );
+        }
         if let Some(why) = fault("before-create-post").await {
             return (
                 self.fail_after_intent(req, dl, why, true).await,

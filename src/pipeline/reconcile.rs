@@ -198,6 +198,7 @@ impl Lane {
         // The re-send is a new attempt: its time restarts the quiet period for every later run,
         // and the conditional write lets only one of two reconciling runs send.
         let t = self.settings.timeouts;
+        let stamped_at = now_s();
         let taken = dl
             .work(
                 t.dynamodb,
@@ -205,7 +206,7 @@ impl Lane {
                     key,
                     &DraftUpdate::Resend {
                         prev_run: pending.run.clone(),
-                        at: now_s(),
+                        at: stamped_at,
                         run: req.run_id.clone(),
                     },
                     &[DraftStatus::Unknown],
@@ -249,7 +250,11 @@ impl Lane {
                     .await;
             }
         }
-        self.create(req, dl, &post, &media, hash, Some(draft), progress)
+        let sending = super::publish::Sending {
+            reconciling: Some(draft),
+            stamped_at,
+        };
+        self.create(req, dl, &post, &media, hash, sending, progress)
             .await
     }
 
