@@ -94,6 +94,9 @@ enum Command {
     },
     /// Check every part the configuration would use; exit 0 only when all pass.
     Doctor,
+    /// Serve the Model Context Protocol over stdio (tools post, status, schedule_list, cancel,
+    /// preview, doctor) for an agent; logs go to stderr.
+    Mcp,
     /// Telegram bot set-up.
     Telegram {
         #[command(subcommand)]
@@ -280,6 +283,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Schedule {
             action: ScheduleAction::List { json },
         } => schedule_list(&app, dl, json).await,
+        Command::Mcp => match crate::triggers::mcp::serve(app).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("postonce: {e}");
+                1
+            }
+        },
         Command::Doctor => {
             let checks = crate::doctor::doctor(&app).await;
             for c in &checks {
@@ -425,62 +435,84 @@ fn post_request(
     })
 }
 
+/// One scheduled draft: its key, when it goes (Unix seconds), its targets and the note.
+pub(crate) struct ScheduledEntry {
+    pub key: String,
+    pub at: i64,
+    pub targets: Vec<String>,
+    pub note: Option<String>,
+}
+
+/// Every scheduled draft, soonest first, its targets grouped (`schedule list`, MCP
+/// `schedule_list`).
+pub(crate) async fn scheduled_entries(
+    app: &App,
+    dl: &Deadline,
+) -> Result<Vec<ScheduledEntry>, String> {
+    let drafts = app.pipeline.scheduled(dl).await?;
+    let mut entries: Vec<ScheduledEntry> = Vec::new();
+    for d in &drafts {
+        let Ok(key) = PostKey::parse(&d.key) else {
+            continue;
+        };
+        let at = d.goes_at().unwrap_or(0);
+        match entries.iter_mut().find(|e| e.key == key.draft()) {
+            Some(e) => {
+                e.at = e.at.min(at);
+                e.targets.push(key.network().as_str().to_owned());
+            }
+            None => entries.push(ScheduledEntry {
+                key: key.draft(),
+                at,
+                targets: vec![key.network().as_str().to_owned()],
+                note: d.last_error.clone(),
+            }),
+        }
+    }
+    entries.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
+    Ok(entries)
+}
+
+/// `{"scheduled": [{"key","publish_at","targets","note"}]}` (`schedule list --json`).
+pub(crate) fn scheduled_json(entries: &[ScheduledEntry]) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "key": e.key,
+                "publish_at": crate::record::rfc3339(e.at),
+                "targets": e.targets,
+                "note": e.note,
+            })
+        })
+        .collect();
+    json!({ "scheduled": list })
+}
+
 /// `postonce schedule list`: every scheduled target, soonest first, grouped by draft.
 async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
-    let drafts = match app.pipeline.scheduled(&dl).await {
+    let entries = match scheduled_entries(app, &dl).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("postonce: cannot list the scheduled drafts: {e}");
             return 4;
         }
     };
-    // One entry per draft: its time and its targets.
-    let mut entries: Vec<(String, i64, Vec<String>, Option<String>)> = Vec::new();
-    for d in &drafts {
-        let Ok(key) = PostKey::parse(&d.key) else {
-            continue;
-        };
-        let at = d.goes_at().unwrap_or(0);
-        let note = d.last_error.clone();
-        match entries.iter_mut().find(|e| e.0 == key.draft()) {
-            Some(e) => {
-                e.1 = e.1.min(at);
-                e.2.push(key.network().as_str().to_owned());
-            }
-            None => entries.push((
-                key.draft(),
-                at,
-                vec![key.network().as_str().to_owned()],
-                note,
-            )),
-        }
-    }
-    entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     if json {
-        let list: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|(key, at, targets, note)| {
-                json!({
-                    "key": key,
-                    "publish_at": crate::record::rfc3339(*at),
-                    "targets": targets,
-                    "note": note,
-                })
-            })
-            .collect();
-        println!("{}", json!({ "scheduled": list }));
+        println!("{}", scheduled_json(&entries));
         return 0;
     }
     if entries.is_empty() {
         println!("nothing is scheduled");
     }
-    for (key, at, targets, note) in &entries {
+    for e in &entries {
         println!(
-            "{}  {key}  → {}",
-            crate::record::rfc3339(*at),
-            targets.join(", ")
+            "{}  {}  → {}",
+            crate::record::rfc3339(e.at),
+            e.key,
+            e.targets.join(", ")
         );
-        if let Some(n) = note {
+        if let Some(n) = &e.note {
             println!("  {n}");
         }
     }
@@ -572,19 +604,31 @@ async fn status_all(app: &App, dl: Deadline, json: bool) -> i32 {
     0
 }
 
-async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
-    // Every target's state; LinkedIn's also at the top level, as before targets existed.
+/// Each target's state of one key as stored now.
+pub(crate) struct KeyStatus {
+    /// The `status --json` object: LinkedIn's state at the top level (as before targets
+    /// existed) and every target that has any in `targets`.
+    pub json: serde_json::Value,
+    /// (per-target key, network, its state, whether anything is stored for it).
+    pub targets: Vec<(PostKey, Network, crate::pipeline::Status, bool)>,
+}
+
+/// The record, draft and claim of every target of `key` (`status`, MCP `status`).
+pub(crate) async fn key_status(
+    app: &App,
+    key: &PostKey,
+    dl: &Deadline,
+) -> Result<KeyStatus, String> {
     let mut targets = serde_json::Map::new();
     let mut linkedin = None;
+    let mut all = Vec::new();
     for network in app.pipeline.lanes.keys() {
         let k = key.on(*network);
-        let status = match app.pipeline.status(&k, &dl).await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("postonce: {}: {e}", network.as_str());
-                return 4;
-            }
-        };
+        let status = app
+            .pipeline
+            .status(&k, dl)
+            .await
+            .map_err(|e| format!("{}: {e}", network.as_str()))?;
         let claim = status.claim.as_ref().map(|(value, ttl)| {
             json!({
                 "value": value.raw(),
@@ -605,20 +649,35 @@ async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
         if has {
             targets.insert(network.as_str().to_owned(), one);
         }
-        if !json && (has || *network == Network::Linkedin) {
-            print_target_status(&k, *network, &status);
-        }
+        all.push((k, *network, status, has));
     }
     let top = linkedin.unwrap_or_else(|| json!({"record": null, "draft": null, "claim": null}));
-    let out = json!({
+    let json = json!({
         "key": key.to_string(),
         "record": top["record"],
         "draft": top["draft"],
         "claim": top["claim"],
         "targets": targets,
     });
+    Ok(KeyStatus { json, targets: all })
+}
+
+async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
+    let found = match key_status(app, key, &dl).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("postonce: {e}");
+            return 4;
+        }
+    };
     if json {
-        println!("{out}");
+        println!("{}", found.json);
+        return 0;
+    }
+    for (k, network, status, has) in &found.targets {
+        if *has || *network == Network::Linkedin {
+            print_target_status(k, *network, status);
+        }
     }
     0
 }
