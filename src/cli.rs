@@ -435,63 +435,9 @@ fn post_request(
     })
 }
 
-/// One scheduled draft: its key, when it goes (Unix seconds), its targets and the note.
-pub(crate) struct ScheduledEntry {
-    pub key: String,
-    pub at: i64,
-    pub targets: Vec<String>,
-    pub note: Option<String>,
-}
-
-/// Every scheduled draft, soonest first, its targets grouped (`schedule list`, MCP
-/// `schedule_list`).
-pub(crate) async fn scheduled_entries(
-    app: &App,
-    dl: &Deadline,
-) -> Result<Vec<ScheduledEntry>, String> {
-    let drafts = app.pipeline.scheduled(dl).await?;
-    let mut entries: Vec<ScheduledEntry> = Vec::new();
-    for d in &drafts {
-        let Ok(key) = PostKey::parse(&d.key) else {
-            continue;
-        };
-        let at = d.goes_at().unwrap_or(0);
-        match entries.iter_mut().find(|e| e.key == key.draft()) {
-            Some(e) => {
-                e.at = e.at.min(at);
-                e.targets.push(key.network().as_str().to_owned());
-            }
-            None => entries.push(ScheduledEntry {
-                key: key.draft(),
-                at,
-                targets: vec![key.network().as_str().to_owned()],
-                note: d.last_error.clone(),
-            }),
-        }
-    }
-    entries.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
-    Ok(entries)
-}
-
-/// `{"scheduled": [{"key","publish_at","targets","note"}]}` (`schedule list --json`).
-pub(crate) fn scheduled_json(entries: &[ScheduledEntry]) -> serde_json::Value {
-    let list: Vec<serde_json::Value> = entries
-        .iter()
-        .map(|e| {
-            json!({
-                "key": e.key,
-                "publish_at": crate::record::rfc3339(e.at),
-                "targets": e.targets,
-                "note": e.note,
-            })
-        })
-        .collect();
-    json!({ "scheduled": list })
-}
-
 /// `postonce schedule list`: every scheduled target, soonest first, grouped by draft.
 async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
-    let entries = match scheduled_entries(app, &dl).await {
+    let entries = match crate::triggers::stored::scheduled_entries(app, &dl).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("postonce: cannot list the scheduled drafts: {e}");
@@ -499,7 +445,7 @@ async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
         }
     };
     if json {
-        println!("{}", scheduled_json(&entries));
+        println!("{}", crate::triggers::stored::scheduled_json(&entries));
         return 0;
     }
     if entries.is_empty() {
@@ -604,66 +550,8 @@ async fn status_all(app: &App, dl: Deadline, json: bool) -> i32 {
     0
 }
 
-/// Each target's state of one key as stored now.
-pub(crate) struct KeyStatus {
-    /// The `status --json` object: LinkedIn's state at the top level (as before targets
-    /// existed) and every target that has any in `targets`.
-    pub json: serde_json::Value,
-    /// (per-target key, network, its state, whether anything is stored for it).
-    pub targets: Vec<(PostKey, Network, crate::pipeline::Status, bool)>,
-}
-
-/// The record, draft and claim of every target of `key` (`status`, MCP `status`).
-pub(crate) async fn key_status(
-    app: &App,
-    key: &PostKey,
-    dl: &Deadline,
-) -> Result<KeyStatus, String> {
-    let mut targets = serde_json::Map::new();
-    let mut linkedin = None;
-    let mut all = Vec::new();
-    for network in app.pipeline.lanes.keys() {
-        let k = key.on(*network);
-        let status = app
-            .pipeline
-            .status(&k, dl)
-            .await
-            .map_err(|e| format!("{}: {e}", network.as_str()))?;
-        let claim = status.claim.as_ref().map(|(value, ttl)| {
-            json!({
-                "value": value.raw(),
-                "ttl_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            })
-        });
-        let one = json!({
-            "record": status.snapshot.record,
-            "draft": status.snapshot.draft,
-            "claim": claim,
-        });
-        let has = status.snapshot.record.is_some()
-            || status.snapshot.draft.is_some()
-            || status.claim.is_some();
-        if *network == Network::Linkedin {
-            linkedin = Some(one.clone());
-        }
-        if has {
-            targets.insert(network.as_str().to_owned(), one);
-        }
-        all.push((k, *network, status, has));
-    }
-    let top = linkedin.unwrap_or_else(|| json!({"record": null, "draft": null, "claim": null}));
-    let json = json!({
-        "key": key.to_string(),
-        "record": top["record"],
-        "draft": top["draft"],
-        "claim": top["claim"],
-        "targets": targets,
-    });
-    Ok(KeyStatus { json, targets: all })
-}
-
 async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
-    let found = match key_status(app, key, &dl).await {
+    let found = match crate::triggers::stored::key_status(app, key, &dl).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("postonce: {e}");

@@ -316,7 +316,7 @@ impl McpServer {
                 Ok(k) => k,
                 Err(e) => return bad_input(&e),
             };
-            return match crate::cli::key_status(&self.app, &key, &dl).await {
+            return match crate::triggers::stored::key_status(&self.app, &key, &dl).await {
                 Ok(found) => {
                     let text = found
                         .targets
@@ -348,7 +348,7 @@ impl McpServer {
             Ok(w) => w,
             Err(e) => return store_error("the drafts that wait", &e),
         };
-        let scheduled = match crate::cli::scheduled_entries(&self.app, &dl).await {
+        let scheduled = match crate::triggers::stored::scheduled_entries(&self.app, &dl).await {
             Ok(s) => s,
             Err(e) => return store_error("the scheduled drafts", &e),
         };
@@ -357,7 +357,7 @@ impl McpServer {
             waiting.len(),
             scheduled.len()
         );
-        let scheduled = crate::cli::scheduled_json(&scheduled);
+        let scheduled = crate::triggers::stored::scheduled_json(&scheduled);
         read_result(
             json!({ "waiting": waiting, "scheduled": scheduled["scheduled"] }),
             text,
@@ -366,7 +366,7 @@ impl McpServer {
 
     async fn schedule_list(&self) -> CallToolResult {
         let dl = self.deadline();
-        match crate::cli::scheduled_entries(&self.app, &dl).await {
+        match crate::triggers::stored::scheduled_entries(&self.app, &dl).await {
             Ok(entries) => {
                 let text = if entries.is_empty() {
                     "nothing is scheduled".to_owned()
@@ -384,7 +384,7 @@ impl McpServer {
                         .collect::<Vec<_>>()
                         .join("; ")
                 };
-                read_result(crate::cli::scheduled_json(&entries), text)
+                read_result(crate::triggers::stored::scheduled_json(&entries), text)
             }
             Err(e) => store_error("the scheduled drafts", &e),
         }

@@ -42,7 +42,7 @@ fn image_facts(content: &DraftContent) -> Value {
 /// The preview of `parsed` (a draft it carried, or the one stored for its key).
 pub(super) async fn answer(app: &App, parsed: &ParsedRun, dl: &Deadline) -> CallToolResult {
     let key = &parsed.key;
-    let stored = match crate::cli::key_status(app, key, dl).await {
+    let stored = match crate::triggers::stored::key_status(app, key, dl).await {
         Ok(s) => s,
         Err(e) => return store_error(&format!("the state of {key}"), &e),
     };
