@@ -523,3 +523,67 @@ async fn preview_sends_nothing_and_doctor_answers() {
     assert!(!said.contains(support::env::LI_TOKEN), "{said}");
     client.cancel().await.expect("close");
 }
+
+/// Over a raw pipe: every line on stdout is a JSON-RPC message, the logs go to stderr, and
+/// the server exits 0 once the client closes stdin after a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdout_carries_only_protocol_messages_and_logs_go_to_stderr() {
+    use std::io::Write;
+    let env = linkedin_env(Stores::Local).await;
+    let slug = unique("pipe-");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .arg("mcp")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start postonce mcp");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "post", "arguments": post_args(&env, &slug)}}),
+    ];
+    let mut stdin = child.stdin.take().expect("stdin");
+    for l in &lines {
+        writeln!(stdin, "{l}").expect("write");
+    }
+    // Wait for the answer to the post before closing stdin.
+    let until = Instant::now() + Duration::from_secs(20);
+    while env.linkedin.posts_containing(&slug).is_empty() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(stdin);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let messages: Vec<Value> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .unwrap_or_else(|e| panic!("not a JSON-RPC line on stdout ({e}): {l}"))
+        })
+        .collect();
+    assert!(messages.iter().all(|m| m["jsonrpc"] == "2.0"), "{stdout}");
+    let answer = messages
+        .iter()
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the post: {stdout}"));
+    assert_eq!(
+        answer["result"]["structuredContent"]["outcome"], "posted",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(
+        stderr.contains("run ended"),
+        "the logs go to stderr: {stderr}"
+    );
+    assert_eq!(env.linkedin.posts_containing(&slug).len(), 1);
+}
