@@ -182,7 +182,7 @@ fn read_only(title: &str) -> ToolAnnotations {
 pub fn list(app: &App) -> Vec<Tool> {
     let post = Tool::new(
         "post",
-        "Publish a draft (caption and cover image) to its networks exactly once. This tool is idempotent per key: every call with the same kind and slug after the first answers what that first call did (already_posted with each target's link, or being_posted while it runs) and never posts again, so retry it freely after a timeout or an error. Answers the same outcome JSON as `postonce post --json` as structured content (`outcome`: posted, already_posted, being_posted, unknown, partial, scheduled, cancelled, posted_not_recorded or failed; `targets` per network); isError is true only for bad input and `failed`.",
+        "Publish a draft (caption and cover image) to its networks exactly once. It is idempotent per key: once a key's post is out or on its way, every later call with the same kind and slug answers what happened (already_posted with each target's link, or being_posted while a run holds it) and never posts again, so retry it freely after a timeout or an error. Answers the same outcome JSON as `postonce post --json` as structured content (`outcome`: posted, already_posted, being_posted, unknown, partial, scheduled, cancelled, posted_not_recorded or failed; `targets` per network); isError is true only for bad input and `failed`.",
         object(draft_schema(app)),
     )
     .with_title("Post exactly once")
