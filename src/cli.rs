@@ -98,6 +98,9 @@ enum Command {
     },
     /// Check every part the configuration would use; exit 0 only when all pass.
     Doctor,
+    /// Serve the Model Context Protocol over stdio (tools post, status, schedule_list, cancel,
+    /// preview, doctor) for an agent; logs go to stderr.
+    Mcp,
     /// Telegram bot set-up.
     Telegram {
         #[command(subcommand)]
@@ -346,6 +349,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Schedule {
             action: ScheduleAction::List { json },
         } => schedule_list(&app, dl, json).await,
+        Command::Mcp => match crate::triggers::mcp::serve(app).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("postonce: {e}");
+                1
+            }
+        },
         Command::Doctor => {
             let checks = crate::doctor::doctor(&app).await;
             for c in &checks {
@@ -493,60 +503,28 @@ fn post_request(
 
 /// `postonce schedule list`: every scheduled target, soonest first, grouped by draft.
 async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
-    let drafts = match app.pipeline.scheduled(&dl).await {
+    let entries = match crate::triggers::stored::scheduled_entries(app, &dl).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("postonce: cannot list the scheduled drafts: {e}");
             return 4;
         }
     };
-    // One entry per draft: its time and its targets.
-    let mut entries: Vec<(String, i64, Vec<String>, Option<String>)> = Vec::new();
-    for d in &drafts {
-        let Ok(key) = PostKey::parse(&d.key) else {
-            continue;
-        };
-        let at = d.goes_at().unwrap_or(0);
-        let note = d.last_error.clone();
-        match entries.iter_mut().find(|e| e.0 == key.draft()) {
-            Some(e) => {
-                e.1 = e.1.min(at);
-                e.2.push(key.network().as_str().to_owned());
-            }
-            None => entries.push((
-                key.draft(),
-                at,
-                vec![key.network().as_str().to_owned()],
-                note,
-            )),
-        }
-    }
-    entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     if json {
-        let list: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|(key, at, targets, note)| {
-                json!({
-                    "key": key,
-                    "publish_at": crate::record::rfc3339(*at),
-                    "targets": targets,
-                    "note": note,
-                })
-            })
-            .collect();
-        println!("{}", json!({ "scheduled": list }));
+        println!("{}", crate::triggers::stored::scheduled_json(&entries));
         return 0;
     }
     if entries.is_empty() {
         println!("nothing is scheduled");
     }
-    for (key, at, targets, note) in &entries {
+    for e in &entries {
         println!(
-            "{}  {key}  → {}",
-            crate::record::rfc3339(*at),
-            targets.join(", ")
+            "{}  {}  → {}",
+            crate::record::rfc3339(e.at),
+            e.key,
+            e.targets.join(", ")
         );
-        if let Some(n) = note {
+        if let Some(n) = &e.note {
             println!("  {n}");
         }
     }
@@ -639,52 +617,21 @@ async fn status_all(app: &App, dl: Deadline, json: bool) -> i32 {
 }
 
 async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
-    // Every target's state; LinkedIn's also at the top level, as before targets existed.
-    let mut targets = serde_json::Map::new();
-    let mut linkedin = None;
-    for network in app.pipeline.lanes.keys() {
-        let k = key.on(*network);
-        let status = match app.pipeline.status(&k, &dl).await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("postonce: {}: {e}", network.as_str());
-                return 4;
-            }
-        };
-        let claim = status.claim.as_ref().map(|(value, ttl)| {
-            json!({
-                "value": value.raw(),
-                "ttl_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            })
-        });
-        let one = json!({
-            "record": status.snapshot.record,
-            "draft": status.snapshot.draft,
-            "claim": claim,
-        });
-        let has = status.snapshot.record.is_some()
-            || status.snapshot.draft.is_some()
-            || status.claim.is_some();
-        if *network == Network::Linkedin {
-            linkedin = Some(one.clone());
+    let found = match crate::triggers::stored::key_status(app, key, &dl).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("postonce: {e}");
+            return 4;
         }
-        if has {
-            targets.insert(network.as_str().to_owned(), one);
-        }
-        if !json && (has || *network == Network::Linkedin) {
-            print_target_status(&k, *network, &status);
-        }
-    }
-    let top = linkedin.unwrap_or_else(|| json!({"record": null, "draft": null, "claim": null}));
-    let out = json!({
-        "key": key.to_string(),
-        "record": top["record"],
-        "draft": top["draft"],
-        "claim": top["claim"],
-        "targets": targets,
-    });
+    };
     if json {
-        println!("{out}");
+        println!("{}", found.json);
+        return 0;
+    }
+    for (k, network, status, has) in &found.targets {
+        if *has || *network == Network::Linkedin {
+            print_target_status(k, *network, status);
+        }
     }
     0
 }

@@ -89,6 +89,8 @@ pub enum Source {
     Telegram,
     Console,
     Cli,
+    /// A tool call of the MCP server (`postonce mcp`).
+    Mcp,
     Sweep,
 }
 
@@ -99,6 +101,7 @@ impl Source {
             Self::Telegram => "telegram",
             Self::Console => "console",
             Self::Cli => "cli",
+            Self::Mcp => "mcp",
             Self::Sweep => "sweep",
         }
     }

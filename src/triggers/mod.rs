@@ -4,6 +4,8 @@
 
 pub mod ci;
 pub mod console;
+pub mod mcp;
+pub mod stored;
 pub mod sweep;
 pub mod telegram;
 
@@ -153,6 +155,21 @@ pub fn parse_draft(
     content_required: bool,
     images: &OriginPolicy,
 ) -> Result<(PostKey, Option<DraftContent>), FieldError> {
+    parse_draft_from(v, content_required, images, false)
+}
+
+/// [`parse_draft`], and with `local_files` an `image_url` that is not an http(s) URL is a file
+/// on this machine (`postonce post --image PATH`, the MCP server): it must exist, and its
+/// canonical path is kept.
+///
+/// # Errors
+/// The first field that is missing or invalid.
+pub fn parse_draft_from(
+    v: &Value,
+    content_required: bool,
+    images: &OriginPolicy,
+    local_files: bool,
+) -> Result<(PostKey, Option<DraftContent>), FieldError> {
     if !v.is_object() {
         return Err(FieldError::new("body", "must be a JSON object"));
     }
@@ -183,9 +200,15 @@ pub fn parse_draft(
                     format!("has {chars} characters; no target takes more than {MAX_CHARS}"),
                 ));
             }
-            images
-                .check(&image)
-                .map_err(|e| FieldError::new("image_url", e.to_string()))?;
+            let remote = image.starts_with("https://") || image.starts_with("http://");
+            let image = if local_files && !remote {
+                local_image(&image)?
+            } else {
+                images
+                    .check(&image)
+                    .map_err(|e| FieldError::new("image_url", e.to_string()))?;
+                image
+            };
             let link = text_field(v, "link")?;
             if let Some(l) = &link {
                 let ok = url::Url::parse(l).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
@@ -214,6 +237,26 @@ pub fn parse_draft(
         ));
     }
     Ok((key, content))
+}
+
+/// A local image file: its canonical path, or the field error naming why it cannot be used.
+fn local_image(raw: &str) -> Result<String, FieldError> {
+    let shown: String = raw.chars().take(200).collect();
+    let path = std::fs::canonicalize(raw).map_err(|e| {
+        FieldError::new(
+            "image_url",
+            format!("{shown:?}: {e}; give an https URL or the path of a JPEG, PNG or GIF file on this machine"),
+        )
+    })?;
+    if !path.is_file() {
+        return Err(FieldError::new(
+            "image_url",
+            format!(
+                "{shown:?} is not a file; give an https URL or the path of a JPEG, PNG or GIF file"
+            ),
+        ));
+    }
+    Ok(path.to_string_lossy().into_owned())
 }
 
 /// `"captions": {"x": "…", "telegram": "…"}`: a caption per network.
@@ -357,7 +400,22 @@ pub struct ParsedRun {
 /// The first field that is missing or invalid; a text too long for a target names the target
 /// and its limit.
 pub fn parse_run(app: &App, v: &Value, content_required: bool) -> Result<ParsedRun, FieldError> {
-    let (key, content) = parse_draft(v, content_required, &app.config.image_hosts)?;
+    parse_run_from(app, v, content_required, false)
+}
+
+/// [`parse_run`]; with `local_files`, the image may be a file on this machine
+/// ([`parse_draft_from`]).
+///
+/// # Errors
+/// As [`parse_run`].
+pub fn parse_run_from(
+    app: &App,
+    v: &Value,
+    content_required: bool,
+    local_files: bool,
+) -> Result<ParsedRun, FieldError> {
+    let (key, content) =
+        parse_draft_from(v, content_required, &app.config.image_hosts, local_files)?;
     let targets = parse_targets(v)?;
     let publish_at =
         match v.get("publish_at") {
