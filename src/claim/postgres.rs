@@ -18,14 +18,14 @@ use crate::postgres::{Database, DbError};
 
 /// Sets `$1` to `$2` for `$3` milliseconds unless a live claim holds it.
 const SET_NX: &str = "INSERT INTO postonce_claims AS c (name, value, expires_at)
-    VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+    VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond')
     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
     WHERE c.expires_at <= clock_timestamp()
     RETURNING 1";
 
 /// Rewrites `$1` from `$4` to `$2` for `$3` milliseconds, or sets it if absent or expired.
 const KEEP: &str = "INSERT INTO postonce_claims AS c (name, value, expires_at)
-    VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+    VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond')
     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
     WHERE c.value = $4 OR c.expires_at <= clock_timestamp()
     RETURNING 1";
