@@ -1,0 +1,293 @@
+//! Self-hosting on one PostgreSQL, end to end: only `DATABASE_URL` is set (no Redis, no
+//! DynamoDB, nothing durable in POSTONCE_DATA_DIR). The LinkedIn fake's duplicate check is off:
+//! every create-post that reaches it is a post, so a second one for a key shows as a duplicate.
+
+mod support;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postonce::budget::Deadline;
+use postonce::key::PostKey;
+use postonce::publish::network::Network;
+use postonce::record::{now_s, DraftStatus, DraftUpdate};
+use support::env::{Env, Stores};
+use support::linkedin::DuplicateCheck;
+use support::services::PostgresServer;
+
+const PASSWORD: &str = "pg-SECRET5-password";
+
+async fn env(extra: &[(&str, &str)]) -> Env {
+    let env = Env::with(Stores::Postgres, extra).await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    env
+}
+
+fn binary(vars: &[(String, String)], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_postonce"));
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run postonce")
+}
+
+/// An unknown scheme, and DATABASE_URL with POSTONCE_TABLE, are configuration errors (exit 2)
+/// naming the variables, never showing the password.
+#[test]
+fn configuration_errors_name_the_variables() {
+    let url = |u: &str| vec![("DATABASE_URL".to_owned(), u.to_owned())];
+    let out = binary(&url(&format!("mysql://u:{PASSWORD}@h/db")), &["sweep"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("DATABASE_URL") && !err.contains(PASSWORD),
+        "{err}"
+    );
+    let mut both = url(&format!("postgres://u:{PASSWORD}@h/db"));
+    both.push(("POSTONCE_TABLE".into(), "postonce".into()));
+    both.push(("REDIS_URL".into(), "redis://127.0.0.1:1".into()));
+    let out = binary(&both, &["sweep"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("DATABASE_URL") && err.contains("POSTONCE_TABLE"),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+}
+
+/// A `post` before the first migrate exits 2 naming `postonce db migrate` and sends nothing;
+/// two migrates at once both succeed; then the post goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
+    let env = Env::with(Stores::Local, &[]).await;
+    env.linkedin.set_duplicate_check(DuplicateCheck::Off);
+    let pg = PostgresServer::start();
+    let mut vars: Vec<(String, String)> = env
+        .vars
+        .iter()
+        .filter(|(k, _)| *k != "POSTONCE_DATA_DIR")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    vars.push(("DATABASE_URL".into(), pg.url()));
+    let image = format!("{}/cover.png", env.images.uri());
+    let post = [
+        "post",
+        "--kind",
+        "blog",
+        "--slug",
+        "behind",
+        "--caption",
+        "Hello",
+        "--image",
+        &image,
+    ];
+    let out = binary(&vars, &post);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("postonce db migrate"), "{err}");
+    assert!(!err.contains(PASSWORD), "{err}");
+    assert_eq!(env.linkedin.create_requests(), 0, "nothing is sent");
+    let (v1, v2) = (vars.clone(), vars.clone());
+    let a = std::thread::spawn(move || binary(&v1, &["db", "migrate"]));
+    let b = std::thread::spawn(move || binary(&v2, &["db", "migrate"]));
+    for out in [a.join().expect("a"), b.join().expect("b")] {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{text}");
+    }
+    assert_eq!(
+        pg.psql("postgres", "SELECT count(*) FROM postonce_schema"),
+        "1"
+    );
+    let again = binary(&vars, &["db", "migrate"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to do"));
+    let out = binary(&vars, &post);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(env.linkedin.posts_created(), 1, "{text}");
+    let doctor = binary(&vars, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("✓ PostgreSQL: connected; schema version 1; clock skew")),
+        "{text}"
+    );
+    assert!(!text.contains(PASSWORD), "{text}");
+}
+
+/// 12 racing runs of each of 8 new drafts, from 4 processes' worth of clients: 8 posts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twelve_racing_runs_of_each_of_eight_drafts_give_eight_posts() {
+    let env = env(&[]).await;
+    let mut apps = vec![env.app.clone()];
+    for _ in 0..3 {
+        apps.push(env.another_app().await);
+    }
+    let keys: Vec<PostKey> = (0..8).map(|_| env.key()).collect();
+    let mut runs = Vec::new();
+    for key in &keys {
+        for i in 0..12 {
+            let app = apps[i % apps.len()].clone();
+            let req = env.request(key, Some(env.content(&format!("Storm {key}"))));
+            runs.push(tokio::spawn(async move {
+                let dl = Deadline::after(app.config.function_timeout);
+                app.pipeline.run(req, dl).await
+            }));
+        }
+    }
+    for r in runs {
+        r.await.expect("run");
+    }
+    for key in &keys {
+        assert_eq!(env.posts_on(key, Network::Linkedin).len(), 1, "{key}");
+        let st = env.status(key).await;
+        assert!(st.snapshot.record.is_some(), "{key} is recorded");
+        assert_eq!(
+            st.snapshot.draft.map(|d| d.status),
+            Some(DraftStatus::Posted)
+        );
+    }
+    assert_eq!(env.linkedin.posts_created(), 8);
+    assert_eq!(env.linkedin.duplicated_texts(), 0);
+    assert!(
+        std::fs::metadata("/proc/postonce-nothing-durable-here").is_err(),
+        "nothing durable lives in POSTONCE_DATA_DIR"
+    );
+}
+
+/// 4 racing sweeps over 10 due drafts: 10 posts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_racing_sweeps_over_ten_due_drafts_give_ten_posts() {
+    let env = env(&[]).await;
+    let records = env.app.pipeline.records.clone();
+    let keys: Vec<PostKey> = (0..10).map(|_| env.key()).collect();
+    for key in &keys {
+        records
+            .save_draft(key, &env.content(&format!("Due {key}")), "ci", now_s() - 60)
+            .await
+            .expect("save");
+        let failed = DraftUpdate::Failed {
+            error: "earlier failure".into(),
+            retryable: true,
+            next_retry_at: Some(now_s() - 1),
+        };
+        assert!(records
+            .update_draft(key, &failed, &[], now_s() - 30)
+            .await
+            .expect("due"));
+    }
+    let mut sweeps = Vec::new();
+    for _ in 0..4 {
+        let app = env.another_app().await;
+        sweeps.push(tokio::spawn(async move {
+            let dl = Deadline::after(app.config.function_timeout);
+            app.pipeline.sweep(&dl).await
+        }));
+    }
+    for s in sweeps {
+        s.await.expect("join").expect("sweep");
+    }
+    for key in &keys {
+        assert_eq!(env.posts_on(key, Network::Linkedin).len(), 1, "{key}");
+    }
+    assert_eq!(env.linkedin.posts_created(), 10);
+}
+
+/// PostgreSQL killed with -9 while 8 drafts are being posted (3 racing runs each), then
+/// restarted; every draft is run again and swept. No duplicate; every draft ends posted and
+/// recorded, or told to the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_killed_mid_way_loses_nothing_and_duplicates_nothing() {
+    let mut env = env(&[
+        ("POSTONCE_RECONCILE_AFTER_S", "3000"),
+        ("POSTONCE_FUNCTION_TIMEOUT_S", "3"),
+        ("POSTONCE_CLAIM_TTL_S", "4"),
+        ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1500"),
+        ("POSTONCE_DATABASE_TIMEOUT_MS", "1500"),
+    ])
+    .await;
+    let mut keys: Vec<PostKey> = Vec::new();
+    // The kill lands at different stages of the runs: before, at and after their intents.
+    for kill_after in [400, 800, 1_200] {
+        env.linkedin.set_delay(Duration::from_millis(150));
+        let apps = [env.app.clone(), env.another_app().await];
+        let batch: Vec<PostKey> = (0..8).map(|_| env.key()).collect();
+        let mut runs = Vec::new();
+        for (n, key) in batch.iter().enumerate() {
+            for i in 0..3 {
+                let app: Arc<_> = apps[(n + i) % 2].clone();
+                let req = env.request(key, Some(env.content(&format!("Crash {key}"))));
+                runs.push(tokio::spawn(async move {
+                    let dl = Deadline::after(app.config.function_timeout);
+                    app.pipeline.run(req, dl).await
+                }));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(kill_after)).await;
+        let pg = env.postgres.as_mut().expect("postgres");
+        pg.kill();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pg.restart();
+        for r in runs {
+            let o = r.await.expect("run");
+            println!(
+                "kill at {kill_after} ms: {} {:?}: {}",
+                o.key, o.outcome, o.detail
+            );
+        }
+        env.linkedin.set_delay(Duration::ZERO);
+        // The claims of runs that could not release them (the database was down) expire;
+        // then every draft is sent again once, and the sweeper runs.
+        tokio::time::sleep(Duration::from_millis(4_500)).await;
+        for key in &batch {
+            let o = env.post(key, &format!("Crash {key}")).await;
+            println!("again: {} {:?}: {}", o.key, o.outcome, o.detail);
+        }
+        env.app
+            .pipeline
+            .sweep(&env.deadline())
+            .await
+            .expect("sweep");
+        keys.extend(batch);
+    }
+    let told: Vec<String> = env
+        .telegram
+        .requests_for("sendMessage")
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    let mut posted = 0;
+    for key in &keys {
+        let posts = env.posts_on(key, Network::Linkedin);
+        assert!(posts.len() <= 1, "{key}: {} posts", posts.len());
+        let st = env.status(key).await;
+        if st.snapshot.record.is_some() {
+            assert_eq!(posts.len(), 1, "{key} is recorded and on LinkedIn once");
+            posted += 1;
+        } else {
+            assert!(
+                told.iter().any(|m| m.contains(&key.to_string())),
+                "{key}: the owner is told"
+            );
+        }
+    }
+    println!(
+        "PostgreSQL killed -9 mid-way: {} drafts, {posted} posted and recorded, {} waiting and told, {} posts at LinkedIn, 0 duplicates",
+        keys.len(),
+        keys.len() - posted,
+        env.linkedin.posts_created()
+    );
+    assert_eq!(env.linkedin.duplicated_texts(), 0);
+}
