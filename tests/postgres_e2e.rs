@@ -117,6 +117,43 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
     );
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert_eq!(env.linkedin.posts_created(), 1, "{text}");
+    // A scheduled draft: `schedule list` shows it, `status --all` reads the same due queue.
+    let at = postonce::record::rfc3339(now_s() + 3_600);
+    let later = [
+        "post",
+        "--kind",
+        "blog",
+        "--slug",
+        "later",
+        "--caption",
+        "Later",
+        "--image",
+        &image,
+        "--at",
+        &at,
+    ];
+    let out = binary(&vars, &later);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = binary(&vars, &["schedule", "list", "--json"]);
+    let text = String::from_utf8_lossy(&list.stdout).to_string();
+    assert_eq!(list.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("blog-later") && !text.contains("blog-behind"),
+        "{text}"
+    );
+    let all = binary(&vars, &["status", "--all"]);
+    assert_eq!(
+        all.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&all.stderr)
+    );
+    assert_eq!(env.linkedin.posts_created(), 1, "the scheduled draft waits");
     let doctor = binary(&vars, &["doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout).to_string();
     assert!(
