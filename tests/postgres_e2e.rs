@@ -328,3 +328,96 @@ async fn postgres_killed_mid_way_loses_nothing_and_duplicates_nothing() {
     );
     assert_eq!(env.linkedin.duplicated_texts(), 0);
 }
+
+/// The due index on PostgreSQL: 100,000 done drafts and 10,000 scheduled far ahead stored,
+/// 100 due; the sweep's listing reads (as the server's plan counts rows) at most 2× the due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sweep_over_100000_stored_drafts_reads_only_the_due_ones() {
+    const DUE: usize = 100;
+    let env = env(&[]).await;
+    let pg = env.postgres.as_ref().expect("postgres");
+    let seeding = std::time::Instant::now();
+    pg.psql(
+        "postgres",
+        "INSERT INTO postonce_drafts (ns, key, caption, image, status, created_at, updated_at, expires_at, record)
+         SELECT '', 'blog-old-' || i, 'c', 'https://img.example/a.png', 'posted', 1, 1, 4000000000, '{}'::jsonb
+         FROM generate_series(1, 100000) i;
+         INSERT INTO postonce_drafts (ns, key, caption, image, status, created_at, updated_at, publish_at, due_at)
+         SELECT '', 'blog-later-' || i, 'c', 'https://img.example/a.png', 'scheduled', 1, 1, 4000000000, 4000000000
+         FROM generate_series(1, 10000) i;
+         ANALYZE postonce_drafts;",
+    );
+    let seeded_in = seeding.elapsed();
+    let keys: Vec<PostKey> = (0..DUE).map(|_| env.key()).collect();
+    let records = env.app.pipeline.records.clone();
+    for key in &keys {
+        records
+            .save_draft(key, &env.content(&format!("Due {key}")), "ci", now_s() - 60)
+            .await
+            .expect("save");
+        let failed = DraftUpdate::Failed {
+            error: "earlier failure".into(),
+            retryable: true,
+            next_retry_at: Some(now_s() - 1),
+        };
+        assert!(records
+            .update_draft(key, &failed, &[], now_s() - 30)
+            .await
+            .expect("due"));
+    }
+    // The listing's statement, as the server runs it: rows its scans return or discard.
+    let plan = pg.psql(
+        "postgres",
+        &format!(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT to_jsonb(d) FROM postonce_drafts d
+             WHERE d.ns = '' AND d.status = ANY(ARRAY['new','failed','unknown','needs_review','scheduled'])
+               AND d.due_at IS NOT NULL AND d.due_at <= {}
+             ORDER BY d.due_at, d.key FOR UPDATE SKIP LOCKED",
+            now_s()
+        ),
+    );
+    let mut read = 0u64;
+    for line in plan.lines() {
+        let number = |after: &str| {
+            line.split(after).nth(1).and_then(|r| {
+                r.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        if line.contains("Scan") && line.contains("postonce_drafts") {
+            read += number("rows=").unwrap_or(0);
+        }
+        if line.contains("Rows Removed by") {
+            read += number(": ").unwrap_or(0);
+        }
+    }
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    println!(
+        "due index on PostgreSQL: {} drafts stored, {DUE} due; the listing's plan read {read} rows; seeded in {seeded_in:?}\n{plan}",
+        110_000 + DUE
+    );
+    assert_eq!(
+        report.examined, DUE,
+        "the sweep examined the due drafts only"
+    );
+    for key in &keys {
+        assert_eq!(env.posts_on(key, Network::Linkedin).len(), 1, "{key}");
+    }
+    assert!(
+        plan.contains("postonce_drafts_due"),
+        "the listing uses the due index:\n{plan}"
+    );
+    assert!(read >= DUE as u64, "the plan read nothing:\n{plan}");
+    assert!(
+        read <= 2 * DUE as u64,
+        "the listing read {read} rows for {DUE} due:\n{plan}"
+    );
+}
