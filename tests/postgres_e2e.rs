@@ -421,3 +421,47 @@ async fn a_sweep_over_100000_stored_drafts_reads_only_the_due_ones() {
         "the listing read {read} rows for {DUE} due:\n{plan}"
     );
 }
+
+/// PostgreSQL paused (SIGSTOP to the postmaster and its backends): a run fails within its
+/// budget, retryable, having sent nothing; resumed, the draft posts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_paused_fails_closed_within_the_budget() {
+    let env = env(&[("POSTONCE_DATABASE_TIMEOUT_MS", "1000")]).await;
+    let warm = env.key();
+    env.post(&warm, "Warm the pool").await;
+    let key = env.key();
+    let pg = env.postgres.as_ref().expect("postgres");
+    pg.pause();
+    let begun = std::time::Instant::now();
+    let paused = env.post(&key, &format!("Paused {key}")).await;
+    let took = begun.elapsed();
+    pg.resume();
+    println!(
+        "paused: {:?} in {took:?}: {}",
+        paused.outcome, paused.detail
+    );
+    assert_eq!(
+        paused.outcome,
+        postonce::outcome::OutcomeKind::Failed,
+        "{}",
+        paused.detail
+    );
+    assert!(paused.retryable, "{}", paused.detail);
+    assert!(
+        took < Duration::from_secs(10),
+        "the run ended within its budgets: {took:?}"
+    );
+    assert!(
+        env.posts_on(&key, Network::Linkedin).is_empty(),
+        "nothing was posted"
+    );
+    let again = env.post(&key, &format!("Paused {key}")).await;
+    assert_eq!(
+        again.outcome,
+        postonce::outcome::OutcomeKind::Posted,
+        "{}",
+        again.detail
+    );
+    assert_eq!(env.posts_on(&key, Network::Linkedin).len(), 1);
+    assert!(!format!("{paused:?}").contains(PASSWORD));
+}
