@@ -394,12 +394,27 @@ async fn a_sweep_over_100000_stored_drafts_reads_only_the_due_ones() {
             read += number(": ").unwrap_or(0);
         }
     }
+    // A posted draft past its expiry (DynamoDB's TTL would remove it): the sweep deletes it,
+    // and keeps its record.
+    let gone = env.key();
+    env.post(&gone, &format!("Expired {gone}")).await;
+    pg.psql(
+        "postgres",
+        &format!("UPDATE postonce_drafts SET expires_at = 1 WHERE key = '{gone}'"),
+    );
     let report = env
         .app
         .pipeline
         .sweep(&env.deadline())
         .await
         .expect("sweep");
+    let left = pg.psql(
+        "postgres",
+        &format!(
+            "SELECT (SELECT count(*) FROM postonce_drafts WHERE key = '{gone}') || ' ' || (SELECT count(*) FROM postonce_records WHERE key = '{gone}')"
+        ),
+    );
+    assert_eq!(left, "0 1", "the expired draft is deleted, its record kept");
     println!(
         "due index on PostgreSQL: {} drafts stored, {DUE} due; the listing's plan read {read} rows; seeded in {seeded_in:?}\n{plan}",
         110_000 + DUE

@@ -157,8 +157,32 @@ impl ClaimStore for PgClaims {
     }
 
     async fn first_sighting(&self, name: &str, ttl: Duration) -> Result<bool, ClaimError> {
-        self.set_nx(format!("{}{name}", self.ns), "1".to_owned(), ttl)
-            .await
+        let first = self
+            .set_nx(format!("{}{name}", self.ns), "1".to_owned(), ttl)
+            .await?;
+        if first {
+            // Every update id leaves a row: remove a few expired ones (Redis expires them).
+            let swept = self
+                .db
+                .with("forget expired claims", |c| async move {
+                    let st = c
+                        .prepare_cached(
+                            // The expiry is checked on the row deleted itself, so a claim
+                            // taken over meanwhile (a new expiry) is never deleted.
+                            "DELETE FROM postonce_claims
+                             WHERE expires_at < clock_timestamp() AND name IN (
+                                SELECT name FROM postonce_claims
+                                WHERE expires_at < clock_timestamp() LIMIT 100)",
+                        )
+                        .await?;
+                    c.execute(&st, &[]).await
+                })
+                .await;
+            if let Err(e) = swept {
+                tracing::debug!(error = %e, "expired claims left for later");
+            }
+        }
+        Ok(first)
     }
 
     async fn ping(&self) -> Result<(), ClaimError> {

@@ -47,6 +47,10 @@ CREATE TABLE postonce_drafts (
 CREATE INDEX postonce_drafts_due ON postonce_drafts (ns, status, due_at)
     WHERE due_at IS NOT NULL;
 
+-- Posted drafts expire (as DynamoDB's TTL removes them); their records never do.
+CREATE INDEX postonce_drafts_expiry ON postonce_drafts (expires_at)
+    WHERE expires_at IS NOT NULL;
+
 CREATE TABLE postonce_captions (
     ns   text NOT NULL,
     hash text NOT NULL,

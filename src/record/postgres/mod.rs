@@ -91,6 +91,31 @@ impl PgStore {
         v.map(rows::record).transpose()
     }
 
+    /// Deletes up to 500 drafts past their `expires_at` (posted drafts, as DynamoDB's TTL
+    /// does; their records stay), through the expiry index. A sweep calls it; a failure only
+    /// leaves them for the next sweep.
+    async fn forget_expired(&self) {
+        let (ns, now) = (self.ns.to_owned(), super::now_s());
+        let deleted = self
+            .db
+            .with("forget expired drafts", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "DELETE FROM postonce_drafts
+                         WHERE expires_at < $2 AND ns = $1 AND ctid IN (
+                            SELECT ctid FROM postonce_drafts
+                            WHERE expires_at IS NOT NULL AND expires_at < $2 AND ns = $1
+                            LIMIT 500)",
+                    )
+                    .await?;
+                c.execute(&st, &[&ns, &now]).await
+            })
+            .await;
+        if let Err(e) = deleted {
+            tracing::warn!(error = %e, "could not delete expired drafts; the next sweep tries again");
+        }
+    }
+
     /// Runs an update built by [`update::statement`]; `true` when a row changed.
     async fn run_update(&self, what: &str, sql: String, q: Sql) -> Result<bool, StoreError> {
         self.db
@@ -406,6 +431,9 @@ impl RecordStore for PgStore {
             .map_err(err)?;
         self.due_rows_read
             .fetch_add(found.len() as u64, Ordering::Relaxed);
+        if before != i64::MAX {
+            self.forget_expired().await;
+        }
         found.into_iter().map(rows::draft).collect()
     }
 
