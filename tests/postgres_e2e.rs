@@ -480,3 +480,45 @@ async fn postgres_paused_fails_closed_within_the_budget() {
     assert_eq!(env.posts_on(&key, Network::Linkedin).len(), 1);
     assert!(!format!("{paused:?}").contains(PASSWORD));
 }
+
+/// TLS through rustls with libpq's sslmode: `require` encrypts (the server sees TLS),
+/// `verify-full` checks the chain and the name, `verify-ca` the chain only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_libpq_sslmodes() {
+    use postonce::config::Secret;
+    use postonce::postgres::Database;
+    let (pg, ca) = PostgresServer::start_tls();
+    let open =
+        |url: String| Database::new(&Secret::new(url), Duration::from_secs(5), 1).expect("url");
+    let base = |host: &str| {
+        format!(
+            "postgres://postonce:{PASSWORD}@{host}:{}/postgres",
+            pg.port()
+        )
+    };
+    let require = open(format!("{}?sslmode=require", base("127.0.0.1")));
+    require.migrate().await.expect("migrate over TLS");
+    let ssl = pg.psql("postgres", "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.application_name = 'postonce'");
+    assert_eq!(ssl, "1", "the connection is encrypted");
+    let ca = ca.display();
+    let full = open(format!(
+        "{}?sslmode=verify-full&sslrootcert={ca}",
+        base("localhost")
+    ));
+    assert_eq!(full.schema_version().await.expect("verify-full"), 1);
+    let chain = open(format!(
+        "{}?sslmode=verify-ca&sslrootcert={ca}",
+        base("localhost")
+    ));
+    assert_eq!(chain.schema_version().await.expect("verify-ca"), 1);
+    // The Mozilla roots do not know the test CA: verify-full refuses, without the password.
+    let unknown = open(format!("{}?sslmode=verify-full", base("localhost")));
+    let e = unknown
+        .schema_version()
+        .await
+        .expect_err("an unknown CA is refused");
+    assert!(!e.to_string().contains(PASSWORD), "{e}");
+    // The default (prefer) meets the TLS server.
+    let prefer = open(base("127.0.0.1"));
+    assert_eq!(prefer.schema_version().await.expect("prefer"), 1);
+}

@@ -259,9 +259,39 @@ pub struct PostgresServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Server options added at start (TLS).
+    extra: Vec<String>,
 }
 
 impl PostgresServer {
+    /// A server that also speaks TLS, with a certificate for `localhost` (and 127.0.0.1)
+    /// issued by a CA of the test's own; returns the server and the CA's PEM file.
+    pub fn start_tls() -> (Self, PathBuf) {
+        let mut s = Self::start();
+        let d = s.dir.path().to_path_buf();
+        let sh = format!(
+            "set -e; cd {dir}
+             openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=postonce-test-ca 2>/dev/null
+             openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null
+             printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > ext.cnf
+             openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.crt -days 1 -extfile ext.cnf 2>/dev/null
+             chown {PG_USER} server.key server.crt && chmod 600 server.key",
+            dir = d.display()
+        );
+        let ok = Command::new("sh").args(["-c", &sh]).status().expect("sh");
+        assert!(
+            ok.success(),
+            "openssl could not make the test certificates (apt-get install -y openssl)"
+        );
+        s.extra = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", d.join("server.crt").display()),
+            format!("ssl_key_file={}", d.join("server.key").display()),
+        ];
+        s.restart();
+        (s, d.join("ca.pem"))
+    }
+
     pub fn start() -> Self {
         let initdb = postgres_bin("initdb");
         let dir = tempfile::Builder::new()
@@ -296,6 +326,7 @@ impl PostgresServer {
             port: free_port(),
             dir,
             child: None,
+            extra: Vec::new(),
         };
         s.spawn();
         s
@@ -325,6 +356,7 @@ impl PostgresServer {
                 "-c",
                 "shared_buffers=16MB",
             ])
+            .args(self.extra.iter().flat_map(|o| ["-c".to_owned(), o.clone()]))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
