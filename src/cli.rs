@@ -370,7 +370,7 @@ async fn db_migrate(config: &Config) -> i32 {
 
 #[cfg(not(feature = "postgres"))]
 async fn db_migrate(_config: &Config) -> i32 {
-    bad_input("this build has no PostgreSQL support (built without the `postgres` feature)")
+    bad_input("this build has no PostgreSQL support: build it with `cargo build --release --features postgres`")
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -740,7 +740,7 @@ fn check_database_url(url: &str) -> Result<(), ConfigError> {
     #[cfg(not(feature = "postgres"))]
     Err(bad(
         "DATABASE_URL",
-        "this build has no PostgreSQL support (built without the `postgres` feature)",
+        "this build has no PostgreSQL support: build it with `cargo build --release --features postgres`",
     ))
 }
 
