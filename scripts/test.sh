@@ -20,6 +20,9 @@ command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v npm >/dev/null || missing+=(npm)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl)
+# PostgreSQL's server binaries (initdb, postgres; Debian keeps them under
+# /usr/lib/postgresql/<version>/bin, off PATH): the tests start their own servers.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
   step "installing ${missing[*]} (Debian packages)"
   apt-get update -qq

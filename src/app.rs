@@ -33,6 +33,9 @@ pub struct App {
     pub telegram: Option<Arc<TelegramClient>>,
     /// Present when `POSTONCE_TABLE` is set: for `table create` and doctor.
     pub dynamo: Option<Arc<DynamoStore>>,
+    /// Present when `DATABASE_URL` is set: for doctor.
+    #[cfg(feature = "postgres")]
+    pub database: Option<Arc<crate::postgres::Database>>,
     /// The shared HTTP client (LinkedIn, X, Telegram).
     pub http: reqwest::Client,
 }
@@ -61,20 +64,39 @@ struct Stores {
     dynamo: Option<Arc<DynamoStore>>,
 }
 
+/// The PostgreSQL pool, when `DATABASE_URL` is set (one per process, every store shares it).
+#[cfg(feature = "postgres")]
+type Db = Option<Arc<crate::postgres::Database>>;
+#[cfg(not(feature = "postgres"))]
+type Db = Option<()>;
+
 impl Stores {
-    async fn build(config: &Config, dry_run: bool) -> Result<Self, String> {
-        let claims: Arc<dyn ClaimStore> = match &config.redis_url {
-            Some(url) => Arc::new(
+    async fn build(config: &Config, db: &Db, dry_run: bool) -> Result<Self, String> {
+        let claims: Arc<dyn ClaimStore> = match (&config.redis_url, db) {
+            (Some(url), _) => Arc::new(
                 RedisClaims::new(url, config.timeouts.redis, dry_run).map_err(|e| e.to_string())?,
             ),
+            // With DATABASE_URL and no REDIS_URL, the claims live in the same database.
+            #[cfg(feature = "postgres")]
+            (None, Some(db)) => {
+                Arc::new(crate::claim::postgres::PgClaims::new(db.clone(), dry_run))
+            }
             // Local mode: claims are files beside the local store (its dry-run folder for dry
             // runs), shared by every process on the machine (serve, cron sweep, CLI).
-            None => Arc::new(
+            _ => Arc::new(
                 FileClaims::open(LocalStore::folder(&config.data_dir, dry_run).join("claims"))
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
         };
         let mut dynamo = None;
+        #[cfg(feature = "postgres")]
+        if let Some(db) = db {
+            return Ok(Self {
+                claims,
+                records: Arc::new(crate::record::postgres::PgStore::new(db.clone(), dry_run)),
+                dynamo: None,
+            });
+        }
         let records: Arc<dyn RecordStore> = match &config.table {
             Some(table) => {
                 let store = Arc::new(DynamoStore::connect(config, table, dry_run).await);
@@ -117,13 +139,14 @@ impl App {
             )),
         };
 
+        let db = database(&config).await?;
         // Each target's state lives in the real stores, or in the dry-run ones when its
         // adapter is a dry run: a dry run never touches real state. Each store is built once.
         let mut stores: Vec<(bool, Stores)> = Vec::new();
         // Bluesky keeps its login session in the real record store, so that a new process
         // does not log in again (createSession is limited to 30 per 5 minutes).
         let sessions = if config.bluesky.is_some() {
-            let real = Stores::build(&config, false).await?;
+            let real = Stores::build(&config, &db, false).await?;
             stores.push((false, real.clone()));
             Some(real.records)
         } else {
@@ -154,7 +177,7 @@ impl App {
             let built = match stores.iter().find(|(d, _)| *d == dry) {
                 Some((_, s)) => s.clone(),
                 None => {
-                    let s = Stores::build(&config, dry).await?;
+                    let s = Stores::build(&config, &db, dry).await?;
                     stores.push((dry, s.clone()));
                     s
                 }
@@ -210,7 +233,33 @@ impl App {
             adapters,
             telegram,
             dynamo,
+            #[cfg(feature = "postgres")]
+            database: db,
             http,
         })
     }
+}
+
+/// Opens the PostgreSQL pool when `DATABASE_URL` is set, and checks the schema's version: a
+/// schema that is behind (or ahead) stops the start (nothing is sent); a database that cannot
+/// be reached now does not (every store call reports it, as a retryable failure).
+#[cfg(feature = "postgres")]
+async fn database(config: &Config) -> Result<Db, String> {
+    use crate::postgres::{Database, SchemaError};
+    let Some(db) = Database::from_config(config)? else {
+        return Ok(None);
+    };
+    match db.check_schema().await {
+        Ok(_) => {}
+        Err(SchemaError::Unreachable(e)) => {
+            tracing::warn!(error = %e, "PostgreSQL cannot be reached to check the schema version");
+        }
+        Err(e) => return Err(format!("DATABASE_URL: {e}")),
+    }
+    Ok(Some(Arc::new(db)))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn database(_config: &Config) -> Result<Db, String> {
+    Ok(None)
 }

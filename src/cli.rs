@@ -111,6 +111,17 @@ enum Command {
         #[command(subcommand)]
         action: TableAction,
     },
+    /// PostgreSQL schema management (DATABASE_URL).
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbAction {
+    /// Apply the schema migrations this version needs (idempotent; safe to run twice at once).
+    Migrate,
 }
 
 #[derive(Subcommand, Debug)]
@@ -226,10 +237,20 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     init_logging(cli.verbose, matches!(cli.command, Command::Serve { .. }));
-    let config = match Config::from_env_and_parameters().await {
+    let mut config = match Config::from_env_and_parameters().await {
         Ok(c) => c,
         Err(e) => return bad_input(format!("configuration: {e}")),
     };
+    if let Command::Db {
+        action: DbAction::Migrate,
+    } = &cli.command
+    {
+        return db_migrate(&config).await;
+    }
+    if matches!(cli.command, Command::Serve { .. }) {
+        // `serve` answers many requests at once: a larger pool than a CLI run's few.
+        config.database_pool = SERVE_DATABASE_POOL;
+    }
     // Bad input is refused before any client is built or anything is stored.
     let post = match &cli.command {
         Command::Post {
@@ -375,6 +396,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                 1
             }
         },
+        Command::Db { .. } => db_migrate(&app.config).await,
         Command::Table {
             action: TableAction::Create,
         } => {
@@ -393,6 +415,38 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             }
         }
     }
+}
+
+/// Connections `serve` may keep open to PostgreSQL.
+const SERVE_DATABASE_POOL: usize = 16;
+
+/// `postonce db migrate`.
+#[cfg(feature = "postgres")]
+async fn db_migrate(config: &Config) -> i32 {
+    let db = match crate::postgres::Database::from_config(config) {
+        Ok(Some(db)) => db,
+        Ok(None) => {
+            return bad_input(
+                "DATABASE_URL is not set: name the PostgreSQL database to migrate (postgres://user:password@host:5432/database)",
+            )
+        }
+        Err(e) => return bad_input(e),
+    };
+    match db.migrate().await {
+        Ok(said) => {
+            println!("{said}");
+            0
+        }
+        Err(e) => {
+            eprintln!("postonce: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn db_migrate(_config: &Config) -> i32 {
+    bad_input("this build has no PostgreSQL support: build it with `cargo build --release --features postgres`")
 }
 
 #[allow(clippy::too_many_arguments)]

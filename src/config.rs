@@ -81,6 +81,8 @@ pub struct Timeouts {
     pub mastodon: Duration,
     /// Bluesky (`POSTONCE_BLUESKY_TIMEOUT_MS`).
     pub bluesky: Duration,
+    /// Each PostgreSQL statement (`POSTONCE_DATABASE_TIMEOUT_MS`): server- and client-side.
+    pub database: Duration,
 }
 
 impl Default for Timeouts {
@@ -94,6 +96,7 @@ impl Default for Timeouts {
             x: Duration::from_millis(10_000),
             mastodon: Duration::from_millis(10_000),
             bluesky: Duration::from_millis(10_000),
+            database: Duration::from_millis(8_000),
         }
     }
 }
@@ -106,6 +109,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Claim store; `None` means in-process claims (local mode only).
     pub redis_url: Option<Secret>,
+    /// `DATABASE_URL` (`postgres://` or `postgresql://`): records, drafts and pacing live in
+    /// PostgreSQL, and the claims too unless `REDIS_URL` is set. May hold a password.
+    pub database_url: Option<Secret>,
+    /// Connections the PostgreSQL pool may open: few for a CLI run or a Lambda sandbox,
+    /// more for `serve` (which sets it).
+    pub database_pool: usize,
     pub aws_region: Option<String>,
     pub dynamodb_endpoint: Option<String>,
     /// Static AWS credentials when both key variables are given (local servers, tests).
@@ -317,6 +326,16 @@ impl Config {
             PathBuf::from(get("POSTONCE_DATA_DIR").unwrap_or_else(|| ".postonce".into()));
 
         let redis_url = get("REDIS_URL");
+        let database_url = get("DATABASE_URL");
+        if let Some(url) = &database_url {
+            if table.is_some() {
+                return Err(bad(
+                    "DATABASE_URL",
+                    "DATABASE_URL and POSTONCE_TABLE are both set: choose one record store (PostgreSQL or DynamoDB) and unset the other",
+                ));
+            }
+            check_database_url(url)?;
+        }
         if table.is_some() && redis_url.is_none() {
             return Err(bad(
                 "REDIS_URL",
@@ -538,7 +557,7 @@ impl Config {
                 ),
             ));
         }
-        let timeouts = Timeouts {
+        let mut timeouts = Timeouts {
             linkedin: millis(&get, "POSTONCE_LINKEDIN_TIMEOUT_MS", 10_000)?,
             image: millis(&get, "POSTONCE_IMAGE_TIMEOUT_MS", 10_000)?,
             redis: millis(&get, "POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
@@ -547,7 +566,16 @@ impl Config {
             x: millis(&get, "POSTONCE_X_TIMEOUT_MS", 10_000)?,
             mastodon: millis(&get, "POSTONCE_MASTODON_TIMEOUT_MS", 10_000)?,
             bluesky: millis(&get, "POSTONCE_BLUESKY_TIMEOUT_MS", 10_000)?,
+            database: millis(&get, "POSTONCE_DATABASE_TIMEOUT_MS", 8_000)?,
         };
+        if database_url.is_some() {
+            // The pipeline bounds record calls by the record store's budget, and claim calls
+            // by the claim store's: with PostgreSQL, that is the database's.
+            timeouts.dynamodb = timeouts.database;
+            if redis_url.is_none() {
+                timeouts.redis = timeouts.database;
+            }
+        }
         for (var, t) in [
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
             ("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image),
@@ -555,6 +583,7 @@ impl Config {
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
+            ("POSTONCE_DATABASE_TIMEOUT_MS", timeouts.database),
         ]
         .into_iter()
         // Mastodon's and Bluesky's budgets count once they post for real.
@@ -680,6 +709,8 @@ impl Config {
             table,
             data_dir,
             redis_url: redis_url.map(Secret::new),
+            database_url: database_url.map(Secret::new),
+            database_pool: 4,
             aws_region: get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")),
             dynamodb_endpoint: get("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| get("AWS_ENDPOINT_URL")),
             aws_credentials,
@@ -710,6 +741,26 @@ impl Config {
             min_gap,
         })
     }
+}
+
+/// Checks `DATABASE_URL` without repeating it (it may hold a password).
+fn check_database_url(url: &str) -> Result<(), ConfigError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(bad(
+            "DATABASE_URL",
+            "must start with postgres:// or postgresql:// (a PostgreSQL URL)",
+        ));
+    }
+    #[cfg(feature = "postgres")]
+    {
+        crate::postgres::ConnectOptions::parse(url).map_err(|e| bad("DATABASE_URL", e))?;
+        Ok(())
+    }
+    #[cfg(not(feature = "postgres"))]
+    Err(bad(
+        "DATABASE_URL",
+        "this build has no PostgreSQL support: build it with `cargo build --release --features postgres`",
+    ))
 }
 
 fn base_url(

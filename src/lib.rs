@@ -18,6 +18,8 @@ pub mod lambda;
 pub mod notify;
 pub mod outcome;
 pub mod pipeline;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod publish;
 pub mod record;
 pub mod secrets;

@@ -15,7 +15,7 @@ use aws_sdk_ssm::error::DisplayErrorContext;
 use crate::config::ConfigError;
 
 /// Variables that may be given by reference as `<NAME>_PARAM`.
-pub const BY_REFERENCE: [&str; 11] = [
+pub const BY_REFERENCE: [&str; 12] = [
     "LINKEDIN_ACCESS_TOKEN",
     "TELEGRAM_BOT_TOKEN",
     "TELEGRAM_WEBHOOK_SECRET",
@@ -27,6 +27,7 @@ pub const BY_REFERENCE: [&str; 11] = [
     "X_ACCESS_TOKEN_SECRET",
     "MASTODON_ACCESS_TOKEN",
     "BLUESKY_APP_PASSWORD",
+    "DATABASE_URL",
 ];
 
 /// The `<NAME>_PARAM` variable of each [`BY_REFERENCE`] name (spelled out: the template check,
@@ -43,6 +44,7 @@ fn param_var(var: &str) -> &'static str {
         "X_ACCESS_TOKEN_SECRET" => "X_ACCESS_TOKEN_SECRET_PARAM",
         "MASTODON_ACCESS_TOKEN" => "MASTODON_ACCESS_TOKEN_PARAM",
         "BLUESKY_APP_PASSWORD" => "BLUESKY_APP_PASSWORD_PARAM",
+        "DATABASE_URL" => "DATABASE_URL_PARAM",
         _ => "REDIS_URL_PARAM",
     }
 }

@@ -802,6 +802,13 @@ async fn forget_draft(env: &Env, stores: Stores, key: &PostKey) {
                 .await
                 .expect("delete the draft item");
         }
+        Stores::Postgres => {
+            let pg = env.postgres.as_ref().expect("a PostgreSQL environment");
+            pg.psql(
+                "postgres",
+                &format!("DELETE FROM postonce_drafts WHERE ns = '' AND key = '{key}'"),
+            );
+        }
         Stores::Local => {
             let dir = std::path::Path::new(&env.vars["POSTONCE_DATA_DIR"]);
             match std::fs::remove_file(dir.join("drafts").join(format!("{key}.json"))) {
@@ -821,7 +828,7 @@ async fn forget_draft(env: &Env, stores: Stores, key: &PostKey) {
 /// the intent reads the record: answered as posted, not failed). Both stores.
 #[tokio::test]
 async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record() {
-    for stores in [Stores::Real, Stores::Local] {
+    for stores in [Stores::Real, Stores::Local, Stores::Postgres] {
         let env = Env::with(stores, &[]).await;
         env.linkedin.set_duplicate_check(DuplicateCheck::Off);
         let key = env.key();

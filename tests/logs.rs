@@ -100,6 +100,15 @@ async fn no_secret_reaches_the_logs() {
         r.kill();
     }
     env.post(&env.key(), "Logged with Redis down").await;
+    // Only DATABASE_URL, whose password is SECRET5: runs, doctor, and runs with it down.
+    let mut pg = Env::with(support::env::Stores::Postgres, &[]).await;
+    pg.post(&pg.key(), "Logged on PostgreSQL").await;
+    postonce::doctor::doctor(&pg.app).await;
+    if let Some(server) = pg.postgres.as_mut() {
+        server.kill();
+    }
+    pg.post(&pg.key(), "Logged with PostgreSQL down").await;
+    postonce::doctor::doctor(&pg.app).await;
 
     let logs =
         String::from_utf8_lossy(&capture.0.lock().unwrap_or_else(|p| p.into_inner())).to_string();
@@ -107,6 +116,7 @@ async fn no_secret_reaches_the_logs() {
     assert!(logs.len() > 10_000, "the capture saw the runs");
     for secret in [
         LI_TOKEN, TG_TOKEN, TG_SECRET, CI_SECRET, "SECRET1", "SECRET2", "SECRET3", "SECRET4",
+        "SECRET5",
     ] {
         assert!(!logs.contains(secret), "{secret} appeared in the logs");
     }

@@ -7,6 +7,8 @@
 
 pub mod file;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod redis;
 
 use std::time::Duration;

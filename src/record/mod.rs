@@ -7,6 +7,8 @@
 
 pub mod dynamodb;
 pub mod local;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use std::collections::BTreeMap;
 

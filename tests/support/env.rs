@@ -19,7 +19,7 @@ use super::bluesky::BlueskyFake;
 use super::images::ImageHost;
 use super::linkedin::LinkedInFake;
 use super::mastodon::MastodonFake;
-use super::services::{dynamodb_endpoint, unique, RedisServer};
+use super::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
 use super::telegram::TelegramFake;
 use super::tg_channel::TgChannelFake;
 use super::x::XFake;
@@ -54,10 +54,13 @@ pub enum Stores {
     Real,
     /// The local file store and in-process claims.
     Local,
+    /// Only `DATABASE_URL`: a PostgreSQL server of the test's own (records and claims), migrated.
+    Postgres,
 }
 
 pub struct Env {
     pub redis: Option<RedisServer>,
+    pub postgres: Option<PostgresServer>,
     pub linkedin: LinkedInFake,
     pub images: ImageHost,
     pub telegram: TelegramFake,
@@ -256,6 +259,7 @@ impl Env {
             }
         }
         let mut redis = None;
+        let mut postgres = None;
         let mut data_dir = None;
         match stores {
             Stores::Real => {
@@ -273,6 +277,18 @@ impl Env {
                 vars.insert("POSTONCE_DATA_DIR".into(), dir.path().display().to_string());
                 data_dir = Some(dir);
             }
+            Stores::Postgres => {
+                let pg = PostgresServer::start();
+                vars.insert("DATABASE_URL".into(), pg.url());
+                vars.insert("POSTONCE_DATABASE_TIMEOUT_MS".into(), "2000".into());
+                // Nothing durable may land here: a folder that does not exist and cannot be made.
+                vars.insert(
+                    "POSTONCE_DATA_DIR".into(),
+                    "/proc/postonce-nothing-durable-here".into(),
+                );
+                migrate(&pg.url()).await;
+                postgres = Some(pg);
+            }
         }
         apply(&mut vars, overrides);
         let app = Arc::new(build(&vars).await);
@@ -284,6 +300,7 @@ impl Env {
         }
         Self {
             redis,
+            postgres,
             linkedin,
             images,
             telegram,
@@ -551,6 +568,17 @@ fn apply(vars: &mut HashMap<String, String>, overrides: &[(&str, &str)]) {
             vars.insert((*k).to_owned(), (*v).to_owned());
         }
     }
+}
+
+/// `postonce db migrate` on `url`, as a user runs it before the first start.
+pub async fn migrate(url: &str) {
+    let db = postonce::postgres::Database::new(
+        &postonce::config::Secret::new(url),
+        std::time::Duration::from_secs(20),
+        1,
+    )
+    .expect("a valid DATABASE_URL");
+    db.migrate().await.expect("db migrate");
 }
 
 pub async fn build(vars: &HashMap<String, String>) -> App {

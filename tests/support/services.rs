@@ -218,3 +218,302 @@ impl Drop for DynamoProcess {
         let _ = self.child.wait();
     }
 }
+
+/// The folder of the PostgreSQL server binaries: `POSTONCE_PG_BIN`, else the newest
+/// `/usr/lib/postgresql/<version>/bin` (Debian keeps them off PATH), else PATH.
+fn postgres_bin(name: &str) -> PathBuf {
+    if let Ok(dir) = std::env::var("POSTONCE_PG_BIN") {
+        return PathBuf::from(dir).join(name);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let v = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join(name).exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    match versions.pop() {
+        Some((_, bin)) => bin.join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+/// A signal to a process that may have exited meanwhile (a backend ending on its own).
+fn quiet_signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// The owner of the server's files: `initdb` refuses to run as root.
+const PG_USER: &str = "postgres";
+
+/// A PostgreSQL server of its own (initdb in a temporary folder, a free port), run as the
+/// unprivileged `postgres` user, so a test can kill it with -9, pause it and restart it.
+pub struct PostgresServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    /// Server options added at start (TLS).
+    extra: Vec<String>,
+}
+
+impl PostgresServer {
+    /// A server that also speaks TLS, with a certificate for `localhost` (and 127.0.0.1)
+    /// issued by a CA of the test's own; returns the server and the CA's PEM file.
+    pub fn start_tls() -> (Self, PathBuf) {
+        let mut s = Self::start();
+        let d = s.dir.path().to_path_buf();
+        let sh = format!(
+            "set -e; cd {dir}
+             openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=postonce-test-ca 2>/dev/null
+             openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null
+             printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > ext.cnf
+             openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.crt -days 1 -extfile ext.cnf 2>/dev/null
+             chown {PG_USER} server.key server.crt && chmod 600 server.key",
+            dir = d.display()
+        );
+        let ok = Command::new("sh").args(["-c", &sh]).status().expect("sh");
+        assert!(
+            ok.success(),
+            "openssl could not make the test certificates (apt-get install -y openssl)"
+        );
+        s.extra = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", d.join("server.crt").display()),
+            format!("ssl_key_file={}", d.join("server.key").display()),
+        ];
+        s.restart();
+        (s, d.join("ca.pem"))
+    }
+
+    pub fn start() -> Self {
+        let initdb = postgres_bin("initdb");
+        let dir = tempfile::Builder::new()
+            .prefix("postonce-pg-")
+            .tempdir()
+            .expect("a temporary folder for PostgreSQL");
+        let chown = Command::new("chown")
+            .args([PG_USER, &dir.path().display().to_string()])
+            .status()
+            .expect("chown");
+        assert!(
+            chown.success(),
+            "cannot give {} to the {PG_USER} user (does it exist? apt-get install -y postgresql creates it)",
+            dir.path().display()
+        );
+        let out = Command::new("runuser")
+            .args(["-u", PG_USER, "--"])
+            .arg(&initdb)
+            .arg("-D")
+            .arg(dir.path().join("data"))
+            .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
+            });
+        assert!(
+            out.status.success(),
+            "initdb failed (install PostgreSQL with `apt-get install -y postgresql`; scripts/test.sh does this): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut s = Self {
+            port: free_port(),
+            dir,
+            child: None,
+            extra: Vec::new(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("runuser")
+            .args(["-u", PG_USER, "--"])
+            .arg(postgres_bin("postgres"))
+            .arg("-D")
+            .arg(self.data())
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(self.dir.path())
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=16MB",
+            ])
+            .args(self.extra.iter().flat_map(|o| ["-c".to_owned(), o.clone()]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL could not be started ({e}): apt-get install -y postgresql")
+            });
+        self.child = Some(child);
+        let begun = Instant::now();
+        while begun.elapsed() < Duration::from_secs(30) {
+            if self.ready() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "PostgreSQL on port {} did not accept connections within 30 s",
+            self.port
+        );
+    }
+
+    fn ready(&self) -> bool {
+        Command::new(postgres_bin("pg_isready"))
+            .args([
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postonce",
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `postgres` (with a password, which `trust` ignores: a secret to
+    /// look for in logs). No `sslmode`: the default, `prefer`, meets a server without TLS.
+    pub fn url(&self) -> String {
+        self.url_of("postgres")
+    }
+
+    pub fn url_of(&self, database: &str) -> String {
+        format!(
+            "postgres://postonce:pg-SECRET5-password@127.0.0.1:{}/{database}",
+            self.port
+        )
+    }
+
+    /// A fresh, empty database on this server; its URL.
+    pub fn database(&self, name: &str) -> String {
+        let out = Command::new(postgres_bin("createdb"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postonce",
+                name,
+            ])
+            .output()
+            .expect("createdb");
+        assert!(
+            out.status.success(),
+            "createdb {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.url_of(name)
+    }
+
+    /// Runs SQL through `psql` and returns its unaligned output.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let out = Command::new(postgres_bin("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postonce",
+                "-d",
+                database,
+                "-c",
+                sql,
+            ])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Every process of this server: the postmaster and its backends, found by their working
+    /// folder (the data folder), not by process group (backends have sessions of their own).
+    fn pids(&self) -> Vec<u32> {
+        let data = std::fs::canonicalize(self.data()).unwrap_or_else(|_| self.data());
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+                let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
+                (cwd == data).then_some(pid)
+            })
+            .collect()
+    }
+
+    /// SIGKILL to the postmaster and every backend, as a crash would.
+    pub fn kill(&mut self) {
+        for pid in self.pids() {
+            quiet_signal(pid, "-CONT");
+            quiet_signal(pid, "-KILL");
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let begun = Instant::now();
+        while !self.pids().is_empty() && begun.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts again on the same port and data after [`Self::kill`] (crash recovery runs).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// SIGSTOP to the postmaster itself and its backends.
+    pub fn pause(&self) {
+        for pid in self.pids() {
+            quiet_signal(pid, "-STOP");
+        }
+    }
+
+    pub fn resume(&self) {
+        for pid in self.pids() {
+            quiet_signal(pid, "-CONT");
+        }
+    }
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,336 @@
+//! PostgreSQL (feature `postgres`): the connection pool shared by the record store
+//! ([`crate::record::postgres`]) and the claim store ([`crate::claim::postgres`]), the
+//! statement budget, and the schema's versioned migrations ([`migrate`]).
+//!
+//! `DATABASE_URL` may hold a password: it is kept in a [`Secret`] and no message here repeats
+//! it. Every statement runs under `POSTONCE_DATABASE_TIMEOUT_MS` twice over: the server's
+//! `statement_timeout` (set at connect) and a client-side `tokio::time::timeout`.
+
+pub mod migrate;
+pub mod tls;
+
+use std::future::Future;
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::SslMode;
+
+use crate::config::{Config, Secret};
+use tls::Verify;
+
+/// A failed database call. `unknown`: the statement may or may not have taken effect (the
+/// connection was lost or the budget ran out while it was in flight); otherwise the server
+/// answered with an error and nothing changed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("PostgreSQL {what}: {message}")]
+pub struct DbError {
+    pub what: String,
+    pub message: String,
+    pub unknown: bool,
+    /// The SQLSTATE, when the server answered one.
+    pub code: Option<String>,
+}
+
+impl DbError {
+    fn from_pg(what: &str, e: &tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => Self {
+                what: what.to_owned(),
+                message: format!("{} ({})", db.message(), db.code().code()),
+                unknown: false,
+                code: Some(db.code().code().to_owned()),
+            },
+            None => Self {
+                what: what.to_owned(),
+                message: e.to_string(),
+                unknown: true,
+                code: None,
+            },
+        }
+    }
+
+    fn new(what: &str, message: impl Into<String>, unknown: bool) -> Self {
+        Self {
+            what: what.to_owned(),
+            message: message.into(),
+            unknown,
+            code: None,
+        }
+    }
+}
+
+/// What `DATABASE_URL` says, parsed once; `Debug` shows no password.
+#[derive(Clone)]
+pub struct ConnectOptions {
+    pg: tokio_postgres::Config,
+    verify: Verify,
+    root_cert: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("hosts", &self.pg.get_hosts().len())
+            .field("dbname", &self.pg.get_dbname())
+            .field("ssl_mode", &self.pg.get_ssl_mode())
+            .field("verify", &self.verify)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectOptions {
+    /// Parses a `postgres://` / `postgresql://` URL. `sslmode` defaults to `prefer` (as in
+    /// libpq); `verify-ca` and `verify-full` are understood here, with `sslrootcert`.
+    ///
+    /// # Errors
+    /// What is wrong, without repeating the URL.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let mut url =
+            url::Url::parse(raw).map_err(|e| format!("is not a valid PostgreSQL URL ({e})"))?;
+        if !matches!(url.scheme(), "postgres" | "postgresql") {
+            return Err("must start with postgres:// or postgresql://".into());
+        }
+        let mut sslmode = "prefer".to_owned();
+        let mut root_cert = None;
+        let mut kept = Vec::new();
+        for (k, v) in url.query_pairs() {
+            match &*k {
+                "sslmode" => sslmode = v.into_owned(),
+                "sslrootcert" => root_cert = Some(v.into_owned()),
+                _ => kept.push((k.into_owned(), v.into_owned())),
+            }
+        }
+        let (mode, verify) = match sslmode.as_str() {
+            "disable" => (SslMode::Disable, Verify::None),
+            "allow" | "prefer" => (SslMode::Prefer, Verify::None),
+            "require" => (SslMode::Require, Verify::None),
+            "verify-ca" => (SslMode::Require, Verify::Chain),
+            "verify-full" => (SslMode::Require, Verify::Full),
+            other => {
+                return Err(format!(
+                    "sslmode={other:?} is not one of disable, allow, prefer, require, verify-ca, verify-full"
+                ))
+            }
+        };
+        if kept.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(kept);
+        }
+        let mut pg = tokio_postgres::Config::from_str(url.as_str())
+            .map_err(|e| format!("is not a valid PostgreSQL URL ({e})"))?;
+        pg.ssl_mode(mode);
+        if pg.get_hosts().is_empty() {
+            return Err("names no host (postgres://user:password@host:5432/database)".into());
+        }
+        if pg.get_user().is_none() {
+            return Err("names no user (postgres://user:password@host:5432/database)".into());
+        }
+        Ok(Self {
+            pg,
+            verify,
+            root_cert,
+        })
+    }
+}
+
+/// The pool and its budget. One per process, shared by every store that uses it.
+pub struct Database {
+    pool: Pool,
+    budget: Duration,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The advisory lock `db migrate` holds (any fixed number; "postonce" in ASCII).
+const MIGRATE_LOCK: i64 = 0x706f_7374_6f6e_6365;
+
+impl Database {
+    /// Prepares a pool of at most `pool_size` connections for `url`; nothing is connected yet.
+    ///
+    /// # Errors
+    /// When the URL is malformed or TLS cannot be set up (never repeating the URL).
+    pub fn new(url: &Secret, budget: Duration, pool_size: usize) -> Result<Self, String> {
+        let options =
+            ConnectOptions::parse(url.expose()).map_err(|e| format!("DATABASE_URL {e}"))?;
+        let mut pg = options.pg.clone();
+        let ms = budget.as_millis();
+        let mut startup = pg.get_options().map(str::to_owned).unwrap_or_default();
+        if !startup.is_empty() {
+            startup.push(' ');
+        }
+        startup.push_str(&format!(
+            "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}"
+        ));
+        pg.options(startup);
+        pg.connect_timeout(budget);
+        pg.application_name("postonce");
+        let tls = tls::connector(options.verify, options.root_cert.as_deref())
+            .map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let manager = Manager::from_config(
+            pg,
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(budget))
+            .create_timeout(Some(budget))
+            .recycle_timeout(Some(budget))
+            .build()
+            .map_err(|e| format!("DATABASE_URL: cannot build the connection pool ({e})"))?;
+        Ok(Self { pool, budget })
+    }
+
+    /// The database from `config` (`None` without `DATABASE_URL`).
+    ///
+    /// # Errors
+    /// As [`Self::new`].
+    pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
+        config
+            .database_url
+            .as_ref()
+            .map(|url| Self::new(url, config.timeouts.database, config.database_pool))
+            .transpose()
+    }
+
+    /// The per-statement budget.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Runs `f` with a pooled connection, the whole under the budget. `what` names the
+    /// operation in errors.
+    ///
+    /// # Errors
+    /// A [`DbError`]: `unknown` when the outcome of a write cannot be known.
+    pub async fn with<T, F, Fut>(&self, what: &str, f: F) -> Result<T, DbError>
+    where
+        F: FnOnce(Object) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let work = async {
+            let client = self.pool.get().await.map_err(|e| {
+                // Not connected: nothing was sent.
+                DbError::new(what, format!("no connection ({e})"), false)
+            })?;
+            f(client).await.map_err(|e| DbError::from_pg(what, &e))
+        };
+        match tokio::time::timeout(self.budget, work).await {
+            Ok(r) => r,
+            Err(_) => Err(DbError::new(
+                what,
+                format!(
+                    "no answer within {} ms (POSTONCE_DATABASE_TIMEOUT_MS)",
+                    self.budget.as_millis()
+                ),
+                true,
+            )),
+        }
+    }
+
+    /// The schema version the database is at (0: never migrated).
+    ///
+    /// # Errors
+    /// When the database cannot be asked.
+    pub async fn schema_version(&self) -> Result<i32, DbError> {
+        let r = self
+            .with("schema version", |c| async move {
+                let row = c
+                    .query_one("SELECT coalesce(max(version), 0) FROM postonce_schema", &[])
+                    .await?;
+                row.try_get::<_, i32>(0)
+            })
+            .await;
+        match r {
+            // 42P01: undefined_table (never migrated).
+            Err(e) if e.code.as_deref() == Some("42P01") => Ok(0),
+            other => other,
+        }
+    }
+
+    /// Checks that the schema is the one this binary expects.
+    ///
+    /// # Errors
+    /// A [`SchemaError`]: behind (run `postonce db migrate`), ahead, or unreachable.
+    pub async fn check_schema(&self) -> Result<i32, SchemaError> {
+        let have = self
+            .schema_version()
+            .await
+            .map_err(SchemaError::Unreachable)?;
+        let want = migrate::LATEST;
+        if have < want {
+            return Err(SchemaError::Behind { have, want });
+        }
+        if have > want {
+            return Err(SchemaError::Ahead { have, want });
+        }
+        Ok(have)
+    }
+
+    /// The database's clock, Unix milliseconds (doctor compares it with the host's).
+    ///
+    /// # Errors
+    /// When the database cannot be asked.
+    pub async fn clock_ms(&self) -> Result<i64, DbError> {
+        self.with("clock", |c| async move {
+            let row = c
+                .query_one(
+                    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_setting('server_version')",
+                    &[],
+                )
+                .await?;
+            row.try_get::<_, i64>(0)
+        })
+        .await
+    }
+}
+
+/// Why the schema is not usable.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SchemaError {
+    #[error("the database schema is at version {have}, this postonce needs version {want}: run `postonce db migrate` (with the same DATABASE_URL) first")]
+    Behind { have: i32, want: i32 },
+    #[error("the database schema is at version {have}, newer than this postonce knows ({want}): upgrade postonce")]
+    Ahead { have: i32, want: i32 },
+    #[error("{0}")]
+    Unreachable(DbError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_libpq_defaults_and_never_show_the_password() {
+        let o = ConnectOptions::parse("postgres://u:hunter2@db.example:5433/app").expect("parses");
+        assert_eq!(o.pg.get_ssl_mode(), SslMode::Prefer);
+        assert_eq!(o.verify, Verify::None);
+        assert!(!format!("{o:?}").contains("hunter2"));
+        let o = ConnectOptions::parse(
+            "postgresql://u:p@h/app?sslmode=verify-full&sslrootcert=/tmp/ca.pem&application_name=x",
+        )
+        .expect("parses");
+        assert_eq!(o.pg.get_ssl_mode(), SslMode::Require);
+        assert_eq!(o.verify, Verify::Full);
+        assert_eq!(o.root_cert.as_deref(), Some("/tmp/ca.pem"));
+        for bad in [
+            "postgres://u:hunter2@h/app?sslmode=sometimes",
+            "postgres://u:hunter2@h:notaport/app",
+            "mysql://u:hunter2@h/app",
+        ] {
+            let e = ConnectOptions::parse(bad).expect_err(bad);
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
+}

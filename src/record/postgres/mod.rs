@@ -1,0 +1,541 @@
+//! The PostgreSQL record store: the meaning of the DynamoDB store ([`super::dynamodb`]) in
+//! tables (schema: `src/postgres/migrations/`).
+//!
+//! - The record per key is `INSERT … ON CONFLICT DO NOTHING` (or, in the real namespace, a
+//!   replace of a dry run's record only); a loser reads the winner. The record, the draft's
+//!   `posted` mark and the caption index are written by one statement.
+//! - Intents and draft changes are `UPDATE`s conditioned on the state they expect; an intent's
+//!   checks (no record, the caption not posted by another key) are in the same statement.
+//! - The due index is a partial index on (ns, status, due_at); a sweep reads what is due with
+//!   `FOR UPDATE SKIP LOCKED`, so racing sweeps never wait on each other.
+//! - Pacing slots are a conditional upsert.
+//!
+//! Every statement runs under the database budget ([`crate::postgres::Database::with`]). A
+//! record write whose answer was lost is answered by reading what is stored, never guessed.
+
+mod rows;
+mod update;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{
+    secret_name, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted,
+    RecordStore, Slot, Snapshot, StoreError,
+};
+use crate::config::Secret;
+use crate::key::PostKey;
+use crate::postgres::{Database, DbError};
+use update::Sql;
+
+/// Records, drafts and pacing in PostgreSQL.
+pub struct PgStore {
+    db: Arc<Database>,
+    /// `''`, or `dryrun:` for the dry-run publisher's runs.
+    ns: &'static str,
+    /// Rows the due listing returned so far (each read once: the index holds only open drafts).
+    due_rows_read: AtomicU64,
+}
+
+fn err(e: DbError) -> StoreError {
+    StoreError(e.to_string())
+}
+
+fn pg(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError(format!("PostgreSQL {what}: {e}"))
+}
+
+impl PgStore {
+    pub fn new(db: Arc<Database>, dry_run: bool) -> Self {
+        Self {
+            db,
+            ns: if dry_run { "dryrun:" } else { "" },
+            due_rows_read: AtomicU64::new(0),
+        }
+    }
+
+    /// Rows the due listing has read so far.
+    pub fn due_rows_read(&self) -> u64 {
+        self.due_rows_read.load(Ordering::Relaxed)
+    }
+
+    /// The condition that a stored record of `key` counts (`$ns`, `$key` are placeholders):
+    /// outside the dry-run namespace, a dry run's record does not.
+    fn counting_record(&self, ns: &str, key: &str) -> String {
+        let mut c = format!("r.ns = {ns} AND r.key = {key}");
+        if self.ns.is_empty() {
+            c.push_str(&format!(
+                " AND NOT coalesce({}, false)",
+                rows::dry_urn("r.urn")
+            ));
+        }
+        c
+    }
+
+    async fn record_of(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
+        let (ns, key) = (self.ns.to_owned(), key.to_owned());
+        let v: Option<serde_json::Value> = self
+            .db
+            .with("read record", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "SELECT to_jsonb(r) FROM postonce_records r WHERE r.ns = $1 AND r.key = $2",
+                    )
+                    .await?;
+                let row = c.query_opt(&st, &[&ns, &key]).await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)?;
+        v.map(rows::record).transpose()
+    }
+
+    /// Deletes up to 500 drafts past their `expires_at` (posted drafts, as DynamoDB's TTL
+    /// does; their records stay), through the expiry index. A sweep calls it; a failure only
+    /// leaves them for the next sweep.
+    async fn forget_expired(&self) {
+        let (ns, now) = (self.ns.to_owned(), super::now_s());
+        let deleted = self
+            .db
+            .with("forget expired drafts", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "DELETE FROM postonce_drafts
+                         WHERE expires_at < $2 AND ns = $1 AND ctid IN (
+                            SELECT ctid FROM postonce_drafts
+                            WHERE expires_at IS NOT NULL AND expires_at < $2 AND ns = $1
+                            LIMIT 500)",
+                    )
+                    .await?;
+                c.execute(&st, &[&ns, &now]).await
+            })
+            .await;
+        if let Err(e) = deleted {
+            tracing::warn!(error = %e, "could not delete expired drafts; the next sweep tries again");
+        }
+    }
+
+    /// Runs an update built by [`update::statement`]; `true` when a row changed.
+    async fn run_update(&self, what: &str, sql: String, q: Sql) -> Result<bool, StoreError> {
+        self.db
+            .with(what, |c| async move {
+                let st = c.prepare_cached(&sql).await?;
+                Ok(c.query_opt(&st, &q.refs()).await?.is_some())
+            })
+            .await
+            .map_err(err)
+    }
+}
+
+#[async_trait]
+impl RecordStore for PgStore {
+    async fn save_draft(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        now: i64,
+    ) -> Result<Draft, StoreError> {
+        let mut keep = "d.record IS NULL OR d.status <> 'posted'".to_owned();
+        if self.ns.is_empty() {
+            keep.push_str(&format!(
+                " OR coalesce({}, false)",
+                rows::dry_urn("(d.record->>'urn')")
+            ));
+        }
+        let sql = format!(
+            "WITH up AS (
+                INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
+                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at)
+                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8)
+                ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
+                    image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
+                    updated_at = EXCLUDED.updated_at,
+                    source = coalesce(d.source, EXCLUDED.source),
+                    due_at = CASE WHEN d.status IN ('posted', 'cancelled') THEN d.due_at
+                                  ELSE coalesce(d.due_at, EXCLUDED.due_at) END
+                WHERE {keep}
+                RETURNING to_jsonb(d))
+            SELECT * FROM up
+            UNION ALL
+            SELECT to_jsonb(d) FROM postonce_drafts d
+                WHERE d.ns = $1 AND d.key = $2 AND NOT EXISTS (SELECT 1 FROM up)"
+        );
+        let (ns, k) = (self.ns.to_owned(), key.to_string());
+        let c2 = content.clone();
+        let source = source.to_owned();
+        let v: Option<serde_json::Value> = self
+            .db
+            .with("save draft", |c| async move {
+                let st = c.prepare_cached(&sql).await?;
+                let row = c
+                    .query_opt(
+                        &st,
+                        &[
+                            &ns,
+                            &k,
+                            &c2.caption,
+                            &c2.image,
+                            &c2.link,
+                            &c2.alt,
+                            &source,
+                            &now,
+                        ],
+                    )
+                    .await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)?;
+        match v {
+            Some(v) => rows::draft(v),
+            // A racing writer inserted it after this statement's snapshot: read it now.
+            None => self
+                .load(key, None)
+                .await?
+                .draft
+                .ok_or_else(|| StoreError(format!("the draft {key} vanished"))),
+        }
+    }
+
+    async fn load(
+        &self,
+        key: &PostKey,
+        caption_hash: Option<&str>,
+    ) -> Result<Snapshot, StoreError> {
+        let (ns, k, h) = (
+            self.ns.to_owned(),
+            key.to_string(),
+            caption_hash.map(str::to_owned),
+        );
+        let (record, draft, owner): (
+            Option<serde_json::Value>,
+            Option<serde_json::Value>,
+            Option<String>,
+        ) = self
+            .db
+            .with("load", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "SELECT (SELECT to_jsonb(r) FROM postonce_records r WHERE r.ns = $1 AND r.key = $2),
+                                (SELECT to_jsonb(d) FROM postonce_drafts d WHERE d.ns = $1 AND d.key = $2),
+                                (SELECT c.key FROM postonce_captions c WHERE c.ns = $1 AND c.hash = $3)",
+                    )
+                    .await?;
+                let row = c.query_one(&st, &[&ns, &k, &h]).await?;
+                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+            })
+            .await
+            .map_err(err)?;
+        Ok(Snapshot {
+            record: record.map(rows::record).transpose()?,
+            draft: draft.map(rows::draft).transpose()?,
+            caption_owner: owner,
+        })
+    }
+
+    async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError> {
+        let (ns, h) = (self.ns.to_owned(), caption_hash.to_owned());
+        self.db
+            .with("caption owner", |c| async move {
+                let st = c
+                    .prepare_cached("SELECT key FROM postonce_captions WHERE ns = $1 AND hash = $2")
+                    .await?;
+                let row = c.query_opt(&st, &[&ns, &h]).await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)
+    }
+
+    async fn put_posted(
+        &self,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+    ) -> Result<PutPosted, StoreError> {
+        let on_conflict = if self.ns.is_empty() {
+            // A dry run's record in the real namespace (only an older version could write
+            // one) proves nothing was posted: a real record may replace it.
+            format!(
+                "DO UPDATE SET urn = EXCLUDED.urn, posted_at = EXCLUDED.posted_at,
+                    run = EXCLUDED.run, source = EXCLUDED.source,
+                    caption_hash = EXCLUDED.caption_hash, url = EXCLUDED.url, cid = EXCLUDED.cid
+                 WHERE coalesce({}, false)",
+                rows::dry_urn("r.urn")
+            )
+        } else {
+            "DO NOTHING".to_owned()
+        };
+        let sql = format!(
+            "WITH rec AS (
+                INSERT INTO postonce_records AS r (ns, key, urn, posted_at, run, source, caption_hash, url, cid)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                ON CONFLICT (ns, key) {on_conflict}
+                RETURNING r.key),
+            draft AS (
+                INSERT INTO postonce_drafts AS d (ns, key, status, attempts, retryable, reminded,
+                    delay_told, created_at, updated_at, expires_at, record)
+                SELECT $1, $2, 'posted', 0, true, false, false, $10, $10, $11, $12 FROM rec
+                ON CONFLICT (ns, key) DO UPDATE SET status = 'posted', due_at = NULL,
+                    updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
+                    next_retry_at = NULL, record = EXCLUDED.record, pending = NULL,
+                    pending_run = NULL
+                RETURNING 1),
+            cap AS (
+                INSERT INTO postonce_captions (ns, hash, key, urn)
+                SELECT $1, $7, $2, $3 FROM rec WHERE $7::text IS NOT NULL
+                ON CONFLICT (ns, hash) DO UPDATE SET key = EXCLUDED.key, urn = EXCLUDED.urn
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM rec), (SELECT count(*) FROM draft), (SELECT count(*) FROM cap)"
+        );
+        let ns = self.ns.to_owned();
+        let r = record.clone();
+        let copy = serde_json::to_value(record).map_err(|e| pg("record", e))?;
+        let written = self
+            .db
+            .with("put record", |c| async move {
+                let st = c.prepare_cached(&sql).await?;
+                let row = c
+                    .query_one(
+                        &st,
+                        &[
+                            &ns,
+                            &r.key,
+                            &r.urn,
+                            &r.posted_at,
+                            &r.run,
+                            &r.source,
+                            &r.caption_hash,
+                            &r.url,
+                            &r.cid,
+                            &now,
+                            &draft_expires_at,
+                            &copy,
+                        ],
+                    )
+                    .await?;
+                row.try_get::<_, i64>(0)
+            })
+            .await;
+        match written {
+            Ok(n) if n > 0 => Ok(PutPosted::Created),
+            Ok(_) => match self.record_of(&record.key).await? {
+                Some(r) => Ok(PutPosted::Exists(r)),
+                None => Err(StoreError(
+                    "record condition failed but no record is there".into(),
+                )),
+            },
+            // The answer was lost: what is stored answers (our own run's record means ours
+            // committed); nothing stored leaves the error, never a guess.
+            Err(e) if e.unknown => match self.record_of(&record.key).await {
+                Ok(Some(r)) => Ok(PutPosted::Exists(r)),
+                _ => Err(err(e)),
+            },
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    async fn update_draft(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let (sql, q) = update::statement(self.ns, &key.to_string(), update, from, now, |_| {
+            String::new()
+        });
+        self.run_update("update draft", sql, q).await
+    }
+
+    async fn take_intent(
+        &self,
+        key: &PostKey,
+        update: &DraftUpdate,
+        from: &[DraftStatus],
+        caption_hash: Option<&str>,
+        now: i64,
+    ) -> Result<Intent, StoreError> {
+        let mut places = (String::new(), String::new(), String::new());
+        let (update_sql, q) =
+            update::statement(self.ns, &key.to_string(), update, from, now, |q| {
+                // $1 and $2 are the namespace and the key.
+                let h = q.param(caption_hash.map(str::to_owned));
+                let record = self.counting_record("$1", "$2");
+                let c = format!(
+                    "NOT EXISTS (SELECT 1 FROM postonce_records r WHERE {record})
+                     AND NOT EXISTS (SELECT 1 FROM postonce_captions c
+                         WHERE c.ns = $1 AND c.hash = {h}::text AND c.key <> $2)"
+                );
+                places = (record, h, String::new());
+                c
+            });
+        let (record_cond, h, _) = places;
+        let sql = format!(
+            "WITH u AS ({update_sql})
+            SELECT (SELECT count(*) FROM u),
+                   (SELECT to_jsonb(r) FROM postonce_records r WHERE {record_cond}),
+                   (SELECT c.key FROM postonce_captions c
+                        WHERE c.ns = $1 AND c.hash = {h}::text AND c.key <> $2)"
+        );
+        let (taken, rec, owner): (i64, Option<serde_json::Value>, Option<String>) = self
+            .db
+            .with("intent", |c| async move {
+                let st = c.prepare_cached(&sql).await?;
+                let row = c.query_one(&st, &q.refs()).await?;
+                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+            })
+            .await
+            .map_err(err)?;
+        if taken > 0 {
+            return Ok(Intent::Taken);
+        }
+        // The record decides first, then the caption, then the draft's own state.
+        if let Some(r) = rec {
+            return Ok(Intent::Recorded(rows::record(r)?));
+        }
+        if let Some(other) = owner {
+            return Ok(Intent::CaptionOwner(other));
+        }
+        Ok(Intent::Refused)
+    }
+
+    async fn due_drafts(
+        &self,
+        statuses: &[DraftStatus],
+        before: i64,
+    ) -> Result<Vec<Draft>, StoreError> {
+        let ns = self.ns.to_owned();
+        let wanted: Vec<String> = statuses.iter().map(|s| s.as_str().to_owned()).collect();
+        let found: Vec<serde_json::Value> = self
+            .db
+            .with("due drafts", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "SELECT to_jsonb(d) FROM postonce_drafts d
+                         WHERE d.ns = $1 AND d.status = ANY($2) AND d.due_at IS NOT NULL
+                           AND d.due_at <= $3
+                         ORDER BY d.due_at, d.key
+                         FOR UPDATE SKIP LOCKED",
+                    )
+                    .await?;
+                c.query(&st, &[&ns, &wanted, &before])
+                    .await?
+                    .iter()
+                    .map(|r| r.try_get(0))
+                    .collect()
+            })
+            .await
+            .map_err(err)?;
+        self.due_rows_read
+            .fetch_add(found.len() as u64, Ordering::Relaxed);
+        if before != i64::MAX {
+            self.forget_expired().await;
+        }
+        found.into_iter().map(rows::draft).collect()
+    }
+
+    async fn take_slot(
+        &self,
+        network: &str,
+        interval_ms: i64,
+        now_ms: i64,
+    ) -> Result<Slot, StoreError> {
+        let (ns, net) = (self.ns.to_owned(), network.to_owned());
+        let cut = now_ms.saturating_sub(interval_ms);
+        let taken: bool = self
+            .db
+            .with("take slot", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "INSERT INTO postonce_pace AS p (ns, network, last_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (ns, network) DO UPDATE SET last_ms = EXCLUDED.last_ms
+                         WHERE p.last_ms <= $4
+                         RETURNING 1",
+                    )
+                    .await?;
+                Ok(c.query_opt(&st, &[&ns, &net, &now_ms, &cut])
+                    .await?
+                    .is_some())
+            })
+            .await
+            .map_err(err)?;
+        if taken {
+            return Ok(Slot::Taken);
+        }
+        let last_ms = self.last_slot(network).await?.unwrap_or(now_ms);
+        Ok(Slot::Busy { last_ms })
+    }
+
+    async fn last_slot(&self, network: &str) -> Result<Option<i64>, StoreError> {
+        let (ns, net) = (self.ns.to_owned(), network.to_owned());
+        self.db
+            .with("last slot", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "SELECT last_ms FROM postonce_pace WHERE ns = $1 AND network = $2",
+                    )
+                    .await?;
+                let row = c.query_opt(&st, &[&ns, &net]).await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)
+    }
+
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError> {
+        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
+        let value: Option<Vec<u8>> = self
+            .db
+            .with("load secret", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "SELECT value FROM postonce_secrets WHERE ns = $1 AND name = $2",
+                    )
+                    .await?;
+                let row = c.query_opt(&st, &[&ns, &name]).await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)?;
+        value
+            .map(|v| {
+                String::from_utf8(v)
+                    .map(Secret::new)
+                    .map_err(|_| StoreError("a kept secret is not UTF-8".to_owned()))
+            })
+            .transpose()
+    }
+
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
+        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
+        let bytes = value.expose().as_bytes().to_vec();
+        let now = super::now_s();
+        self.db
+            .with("save secret", |c| async move {
+                let st = c
+                    .prepare_cached(
+                        "INSERT INTO postonce_secrets (ns, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (ns, name) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+                    )
+                    .await?;
+                c.execute(&st, &[&ns, &name, &bytes, &now]).await.map(|_| ())
+            })
+            .await
+            .map_err(err)
+    }
+
+    async fn check(&self) -> Result<String, StoreError> {
+        let version = self
+            .db
+            .check_schema()
+            .await
+            .map_err(|e| StoreError(e.to_string()))?;
+        Ok(format!(
+            "PostgreSQL reachable, schema version {version} (tables postonce_*)"
+        ))
+    }
+}

@@ -1,0 +1,201 @@
+//! A draft change as one conditioned `UPDATE` (the meaning of the DynamoDB store's update
+//! expressions, column for column).
+
+use tokio_postgres::types::ToSql;
+
+use crate::record::{DraftStatus, DraftUpdate};
+
+/// A parameter of a statement under construction.
+pub type Param = Box<dyn ToSql + Sync + Send>;
+
+/// A statement's parameters and the `SET` list of an update.
+#[derive(Default)]
+pub struct Sql {
+    pub sets: Vec<String>,
+    pub params: Vec<Param>,
+}
+
+impl Sql {
+    /// Adds a parameter; returns its placeholder (`$n`).
+    pub fn param(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
+        self.params.push(Box::new(v));
+        format!("${}", self.params.len())
+    }
+
+    fn set(&mut self, col: &str, v: impl ToSql + Sync + Send + 'static) -> &mut Self {
+        let p = self.param(v);
+        self.sets.push(format!("{col} = {p}"));
+        self
+    }
+
+    fn raw(&mut self, assignment: impl Into<String>) -> &mut Self {
+        self.sets.push(assignment.into());
+        self
+    }
+
+    fn status(&mut self, s: DraftStatus) -> &mut Self {
+        self.set("status", s.as_str().to_owned())
+    }
+
+    fn clear_pending(&mut self) -> &mut Self {
+        self.raw("pending = NULL").raw("pending_run = NULL")
+    }
+
+    /// References to the parameters, as `query` takes them.
+    pub fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+/// The `UPDATE … WHERE … RETURNING 1` of `update` on (`ns`, `key`), applied only if the draft
+/// exists, its status is in `from` (any, if empty), a change bound to an attempt finds that
+/// attempt kept, and a delay is told once. `extra` is appended to the condition.
+pub fn statement(
+    ns: &str,
+    key: &str,
+    update: &DraftUpdate,
+    from: &[DraftStatus],
+    now: i64,
+    extra: impl FnOnce(&mut Sql) -> String,
+) -> (String, Sql) {
+    let mut q = Sql::default();
+    let (ns_p, key_p) = (q.param(ns.to_owned()), q.param(key.to_owned()));
+    let mut condition = format!("d.ns = {ns_p} AND d.key = {key_p}");
+    if !from.is_empty() {
+        let p = q.param(
+            from.iter()
+                .map(|s| s.as_str().to_owned())
+                .collect::<Vec<_>>(),
+        );
+        condition.push_str(&format!(" AND d.status = ANY({p})"));
+    }
+    if let DraftUpdate::Resend { prev_run: run, .. } | DraftUpdate::IfAttempt { run, .. } = update {
+        let p = q.param(run.clone());
+        condition.push_str(&format!(" AND d.pending_run = {p}"));
+    }
+    if matches!(update, DraftUpdate::DelayTold) {
+        condition.push_str(" AND NOT d.delay_told");
+    }
+    let more = extra(&mut q);
+    if !more.is_empty() {
+        condition.push_str(" AND ");
+        condition.push_str(&more);
+    }
+    changes(&mut q, update, now);
+    let sql = format!(
+        "UPDATE postonce_drafts AS d SET {} WHERE {condition} RETURNING 1",
+        q.sets.join(", ")
+    );
+    (sql, q)
+}
+
+fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
+    if let DraftUpdate::IfAttempt { update, .. } = update {
+        return changes(q, update, now);
+    }
+    q.set("updated_at", now);
+    match update.due_at(now) {
+        Some(Some(at)) => {
+            q.set("due_at", at);
+        }
+        Some(None) => {
+            q.raw("due_at = NULL");
+        }
+        None => {}
+    }
+    match update {
+        DraftUpdate::IfAttempt { .. } => {}
+        DraftUpdate::Intent(p) => {
+            let mut kept = p.clone();
+            kept.last_sent_at = None;
+            q.status(DraftStatus::Unknown)
+                .set("pending", json(&kept))
+                .set("pending_run", p.run.clone())
+                .raw("reminded = false")
+                .raw("retryable = true");
+        }
+        DraftUpdate::Failed {
+            error,
+            retryable,
+            next_retry_at,
+        } => {
+            q.status(DraftStatus::Failed)
+                .raw("reminded = false")
+                .raw("attempts = d.attempts + 1")
+                .set("last_error", error.clone())
+                .set("retryable", *retryable)
+                .set("next_retry_at", *next_retry_at)
+                .clear_pending();
+        }
+        DraftUpdate::Ambiguous { error, ask_owner } => {
+            q.status(DraftStatus::Unknown)
+                .raw("reminded = false")
+                .raw("attempts = d.attempts + 1")
+                .set("last_error", error.clone())
+                .set("retryable", !ask_owner);
+        }
+        DraftUpdate::Resend { at, run, .. } => {
+            let (at, run) = (q.param(*at), q.param(run.clone()));
+            q.raw(format!(
+                "pending = jsonb_set(jsonb_set(d.pending, '{{last_sent_at}}', to_jsonb({at}::bigint)), '{{run}}', to_jsonb({run}::text))"
+            ))
+            .raw(format!("pending_run = {run}"));
+        }
+        DraftUpdate::NeedsReview { error } => {
+            q.status(DraftStatus::NeedsReview)
+                .set("last_error", error.clone())
+                .raw("reminded = false")
+                .raw("next_retry_at = NULL");
+        }
+        DraftUpdate::Reminded => {
+            q.raw("reminded = true");
+        }
+        DraftUpdate::DelayTold => {
+            q.raw("delay_told = true");
+        }
+        DraftUpdate::Recorded { expires_at, record } => {
+            q.status(DraftStatus::Posted)
+                .set("record", json(record.as_ref()))
+                .set("expires_at", *expires_at)
+                .raw("next_retry_at = NULL")
+                .clear_pending();
+        }
+        DraftUpdate::Schedule { at } => {
+            q.status(DraftStatus::Scheduled)
+                .set("publish_at", *at)
+                .raw("delay_told = false")
+                .raw("reminded = false")
+                .raw("retryable = true")
+                .raw("last_error = NULL")
+                .raw("next_retry_at = NULL")
+                .clear_pending();
+        }
+        DraftUpdate::Defer { reason, told, .. } => {
+            if *told {
+                q.raw("delay_told = true");
+            }
+            q.status(DraftStatus::Scheduled)
+                .set("last_error", reason.clone())
+                .raw("retryable = true")
+                .clear_pending();
+        }
+        DraftUpdate::Revive => {
+            q.status(DraftStatus::New)
+                .raw("publish_at = NULL")
+                .raw("reminded = false")
+                .raw("retryable = true");
+        }
+        DraftUpdate::Cancel => {
+            q.status(DraftStatus::Cancelled)
+                .raw("next_retry_at = NULL")
+                .clear_pending();
+        }
+    }
+}

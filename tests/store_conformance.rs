@@ -1,0 +1,605 @@
+//! One suite of behaviour tests run against every record store (files, DynamoDB Local,
+//! PostgreSQL) and every claim store (Redis, files, PostgreSQL): racing record writers, intent
+//! conditions, the due index under racing sweeps, pacing, claim expiry and token fencing.
+//!
+//! A new store joins by one line in [`RECORD_STORES`] or [`CLAIM_STORES`]: a name and a
+//! function that opens two handles on one fresh store (two processes sharing it).
+
+mod support;
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postonce::claim::{Acquire, ClaimStore, ClaimValue};
+use postonce::config::{Config, Secret};
+use postonce::key::PostKey;
+use postonce::record::{
+    DraftContent, DraftStatus, DraftUpdate, Intent, PendingPost, PostedRecord, PutPosted,
+    RecordStore, Slot,
+};
+use support::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
+
+/// Two handles on one fresh store, and whatever must live as long as they do.
+struct Fixture<S: ?Sized> {
+    a: Arc<S>,
+    b: Arc<S>,
+    _keep: Box<dyn Any + Send>,
+}
+
+type Open<S> = fn() -> Pin<Box<dyn Future<Output = Fixture<S>> + Send>>;
+
+/// Every record store. A new one joins here.
+const RECORD_STORES: &[(&str, Open<dyn RecordStore>)] = &[
+    ("files", || Box::pin(files_records())),
+    ("dynamodb", || Box::pin(dynamo_records())),
+    ("postgres", || Box::pin(postgres_records())),
+];
+
+/// Every claim store. A new one joins here.
+const CLAIM_STORES: &[(&str, Open<dyn ClaimStore>)] = &[
+    ("redis", || Box::pin(redis_claims())),
+    ("files", || Box::pin(files_claims())),
+    ("postgres", || Box::pin(postgres_claims())),
+];
+
+async fn files_records() -> Fixture<dyn RecordStore> {
+    use postonce::record::local::LocalStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    Fixture {
+        a: Arc::new(LocalStore::open(dir.path(), false).expect("open")),
+        b: Arc::new(LocalStore::open(dir.path(), false).expect("open")),
+        _keep: Box::new(dir),
+    }
+}
+
+async fn dynamo_records() -> Fixture<dyn RecordStore> {
+    use postonce::record::dynamodb::DynamoStore;
+    let table = unique("conformance-");
+    let endpoint = dynamodb_endpoint();
+    let vars = [
+        ("POSTONCE_TABLE", table.as_str()),
+        ("REDIS_URL", "redis://127.0.0.1:1"),
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let config = Config::from_lookup(|k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    })
+    .expect("config");
+    let a = DynamoStore::connect(&config, &table, false).await;
+    a.create_table().await.expect("create the table");
+    let b = DynamoStore::connect(&config, &table, false).await;
+    Fixture {
+        a: Arc::new(a),
+        b: Arc::new(b),
+        _keep: Box::new(()),
+    }
+}
+
+async fn postgres_database() -> (
+    PostgresServer,
+    Arc<postonce::postgres::Database>,
+    Arc<postonce::postgres::Database>,
+) {
+    use postonce::postgres::Database;
+    let pg = PostgresServer::start();
+    support::env::migrate(&pg.url()).await;
+    let open =
+        || Arc::new(Database::new(&Secret::new(pg.url()), Duration::from_secs(5), 4).expect("url"));
+    let (a, b) = (open(), open());
+    (pg, a, b)
+}
+
+async fn postgres_records() -> Fixture<dyn RecordStore> {
+    use postonce::record::postgres::PgStore;
+    let (pg, a, b) = postgres_database().await;
+    Fixture {
+        a: Arc::new(PgStore::new(a, false)),
+        b: Arc::new(PgStore::new(b, false)),
+        _keep: Box::new(pg),
+    }
+}
+
+async fn redis_claims() -> Fixture<dyn ClaimStore> {
+    use postonce::claim::redis::RedisClaims;
+    let r = RedisServer::start();
+    let open = || {
+        Arc::new(
+            RedisClaims::new(&Secret::new(r.url()), Duration::from_secs(2), false).expect("client"),
+        )
+    };
+    let (a, b) = (open(), open());
+    Fixture {
+        a,
+        b,
+        _keep: Box::new(r),
+    }
+}
+
+async fn files_claims() -> Fixture<dyn ClaimStore> {
+    use postonce::claim::file::FileClaims;
+    let dir = tempfile::tempdir().expect("temp dir");
+    Fixture {
+        a: Arc::new(FileClaims::open(dir.path().join("claims")).expect("open")),
+        b: Arc::new(FileClaims::open(dir.path().join("claims")).expect("open")),
+        _keep: Box::new(dir),
+    }
+}
+
+async fn postgres_claims() -> Fixture<dyn ClaimStore> {
+    use postonce::claim::postgres::PgClaims;
+    let (pg, a, b) = postgres_database().await;
+    Fixture {
+        a: Arc::new(PgClaims::new(a, false)),
+        b: Arc::new(PgClaims::new(b, false)),
+        _keep: Box::new(pg),
+    }
+}
+
+fn key() -> PostKey {
+    PostKey::new("blog", &unique("c-")).expect("key")
+}
+
+fn content(caption: &str) -> DraftContent {
+    DraftContent {
+        caption: caption.to_owned(),
+        image: "https://img.example/a.png".to_owned(),
+        ..Default::default()
+    }
+}
+
+fn record(key: &PostKey, run: &str, hash: Option<&str>) -> PostedRecord {
+    PostedRecord {
+        key: key.to_string(),
+        urn: Some(format!("urn:li:share:{run}")),
+        posted_at: 1_000,
+        run: run.to_owned(),
+        source: "ci".to_owned(),
+        caption_hash: hash.map(str::to_owned),
+        url: None,
+        cid: None,
+    }
+}
+
+fn intent(run: &str) -> DraftUpdate {
+    DraftUpdate::Intent(PendingPost {
+        commentary: "text".into(),
+        image_urn: "urn:li:image:1".into(),
+        alt: None,
+        at: 100,
+        run: run.to_owned(),
+        caption_hash: Some("h".into()),
+        last_sent_at: None,
+        request: None,
+    })
+}
+
+const OPEN: [DraftStatus; 2] = [DraftStatus::New, DraftStatus::Failed];
+
+/// Two writers race for the record of each of 8 keys: one is created, the other reads the
+/// winner's record; the draft holds the winner's copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_record_writers_one_wins_the_other_reads_it() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        for _ in 0..8 {
+            let k = key();
+            f.a.save_draft(&k, &content("x"), "ci", 10)
+                .await
+                .expect("save");
+            let (ra, rb) = (record(&k, "run-a", None), record(&k, "run-b", None));
+            let (x, y) = tokio::join!(f.a.put_posted(&ra, 20, 99), f.b.put_posted(&rb, 20, 99));
+            let (x, y) = (x.expect("a"), y.expect("b"));
+            let winner = match (&x, &y) {
+                (PutPosted::Created, PutPosted::Exists(r)) => {
+                    assert_eq!(r, &ra, "{name}: the loser reads the winner's record");
+                    ra.clone()
+                }
+                (PutPosted::Exists(r), PutPosted::Created) => {
+                    assert_eq!(r, &rb, "{name}: the loser reads the winner's record");
+                    rb.clone()
+                }
+                other => panic!("{name}: exactly one writer wins, got {other:?}"),
+            };
+            let snap = f.b.load(&k, None).await.expect("load");
+            assert_eq!(snap.record.as_ref(), Some(&winner), "{name}");
+            let draft = snap.draft.expect("draft");
+            assert_eq!(draft.status, DraftStatus::Posted, "{name}");
+            assert_eq!(
+                draft.record.as_ref(),
+                Some(&winner),
+                "{name}: the draft keeps the copy"
+            );
+            assert_eq!(
+                draft.due_at, None,
+                "{name}: a posted draft leaves the due index"
+            );
+            // Saving the content again answers the posted draft, unchanged.
+            let again =
+                f.a.save_draft(&k, &content("y"), "ci", 30)
+                    .await
+                    .expect("save again");
+            assert_eq!(again.status, DraftStatus::Posted, "{name}");
+            assert_eq!(again.record.as_ref(), Some(&winner), "{name}");
+        }
+    }
+}
+
+/// Intents and draft changes apply only in the state they expect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn intents_and_changes_are_conditioned_on_the_state_they_expect() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let (k, other) = (key(), key());
+        f.a.save_draft(&k, &content("x"), "ci", 10)
+            .await
+            .expect("save");
+        // Racing intents: one is taken.
+        let (i1, i2) = (intent("r1"), intent("r2"));
+        let (x, y) = tokio::join!(
+            f.a.take_intent(&k, &i1, &OPEN, None, 11),
+            f.b.take_intent(&k, &i2, &OPEN, None, 11)
+        );
+        let taken: Vec<_> = [x.expect("a"), y.expect("b")]
+            .into_iter()
+            .filter(|i| *i == Intent::Taken)
+            .collect();
+        assert_eq!(taken.len(), 1, "{name}: one of two racing intents is taken");
+        let d =
+            f.a.load(&k, None)
+                .await
+                .expect("load")
+                .draft
+                .expect("draft");
+        assert_eq!(d.status, DraftStatus::Unknown, "{name}");
+        let run = d.pending.as_ref().expect("pending").run.clone();
+        let stranger = if run == "r1" { "r2" } else { "r1" };
+        // A change bound to another attempt does not land.
+        let failed = DraftUpdate::Failed {
+            error: "e".into(),
+            retryable: true,
+            next_retry_at: Some(50),
+        };
+        let bound = |r: &str| DraftUpdate::IfAttempt {
+            run: r.into(),
+            update: Box::new(failed.clone()),
+        };
+        assert!(
+            !f.b.update_draft(&k, &bound(stranger), &[], 12)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        assert!(
+            f.b.update_draft(&k, &bound(&run), &[], 12)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        let d =
+            f.a.load(&k, None)
+                .await
+                .expect("load")
+                .draft
+                .expect("draft");
+        assert_eq!(
+            (d.status, d.attempts, d.due_at, d.pending),
+            (DraftStatus::Failed, 1, Some(50), None),
+            "{name}"
+        );
+        // A status condition.
+        assert!(
+            !f.a.update_draft(&k, &DraftUpdate::Cancel, &[DraftStatus::Scheduled], 13)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        // A delay is told once.
+        assert!(
+            f.a.update_draft(&k, &DraftUpdate::DelayTold, &[], 13)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        assert!(
+            !f.b.update_draft(&k, &DraftUpdate::DelayTold, &[], 13)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        // No draft: nothing applies.
+        assert!(
+            !f.a.update_draft(&key(), &DraftUpdate::Reminded, &[], 13)
+                .await
+                .expect("upd"),
+            "{name}"
+        );
+        // The content guard: a caption another key posted refuses the intent, naming it.
+        f.a.put_posted(&record(&other, "r9", Some("abcdef0123")), 14, 99)
+            .await
+            .expect("other");
+        assert_eq!(
+            f.b.take_intent(&k, &intent("r3"), &OPEN, Some("abcdef0123"), 15)
+                .await
+                .expect("intent"),
+            Intent::CaptionOwner(other.to_string()),
+            "{name}"
+        );
+        // A record refuses it, answering the record.
+        let mine = record(&k, "r4", None);
+        f.a.put_posted(&mine, 16, 99).await.expect("mine");
+        assert_eq!(
+            f.b.take_intent(&k, &intent("r5"), &[], None, 17)
+                .await
+                .expect("intent"),
+            Intent::Recorded(mine),
+            "{name}"
+        );
+    }
+}
+
+/// The due index lists what is due, oldest first, and never what is done or not yet due; 4
+/// racing sweeps between them see every due draft.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_due_index_under_racing_sweeps() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let mut due = Vec::new();
+        for i in 0..10 {
+            let k = key();
+            f.a.save_draft(&k, &content("x"), "ci", 100 + i)
+                .await
+                .expect("save");
+            due.push(k.to_string());
+        }
+        for i in 0..5 {
+            let k = key();
+            f.a.save_draft(&k, &content("x"), "ci", 100)
+                .await
+                .expect("save");
+            f.a.update_draft(&k, &DraftUpdate::Schedule { at: 10_000 + i }, &[], 101)
+                .await
+                .expect("later");
+            let done = key();
+            f.a.save_draft(&done, &content("x"), "ci", 100)
+                .await
+                .expect("save");
+            f.a.put_posted(&record(&done, "r", None), 101, 99)
+                .await
+                .expect("posted");
+        }
+        let statuses = [
+            DraftStatus::New,
+            DraftStatus::Scheduled,
+            DraftStatus::Failed,
+        ];
+        let alone = f.b.due_drafts(&statuses, 1_000).await.expect("due");
+        let keys: Vec<String> = alone.iter().map(|d| d.key.clone()).collect();
+        assert_eq!(keys, due, "{name}: exactly the due drafts, oldest first");
+        let sweeps: Vec<_> = (0..4)
+            .map(|i| {
+                let s = if i % 2 == 0 { f.a.clone() } else { f.b.clone() };
+                tokio::spawn(async move { s.due_drafts(&statuses, 1_000).await })
+            })
+            .collect();
+        let mut seen = BTreeSet::new();
+        for s in sweeps {
+            let got = s.await.expect("join").expect("due");
+            assert!(
+                got.windows(2).all(|w| w[0].due_at <= w[1].due_at),
+                "{name}: oldest first"
+            );
+            for d in got {
+                assert!(due.contains(&d.key), "{name}: {} is not due", d.key);
+                seen.insert(d.key);
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            due.len(),
+            "{name}: racing sweeps between them see every due draft"
+        );
+        let later =
+            f.a.due_drafts(&[DraftStatus::Scheduled], 20_000)
+                .await
+                .expect("due");
+        assert_eq!(
+            later.len(),
+            5,
+            "{name}: scheduled drafts are due at their time"
+        );
+    }
+}
+
+/// A network's slot is taken by one of racing runs, and refused until the gap has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pacing_slots_are_conditional() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let net = unique("net-");
+        assert_eq!(f.a.last_slot(&net).await.expect("last"), None, "{name}");
+        let races: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, n) = (
+                    if i % 2 == 0 { f.a.clone() } else { f.b.clone() },
+                    net.clone(),
+                );
+                tokio::spawn(async move { s.take_slot(&n, 60_000, 1_000_000).await })
+            })
+            .collect();
+        let mut taken = 0;
+        for r in races {
+            match r.await.expect("join").expect("slot") {
+                Slot::Taken => taken += 1,
+                Slot::Busy { last_ms } => assert_eq!(last_ms, 1_000_000, "{name}"),
+            }
+        }
+        assert_eq!(taken, 1, "{name}: one of 8 racing runs takes the slot");
+        assert_eq!(
+            f.b.take_slot(&net, 60_000, 1_030_000).await.expect("slot"),
+            Slot::Busy { last_ms: 1_000_000 },
+            "{name}"
+        );
+        assert_eq!(
+            f.b.take_slot(&net, 60_000, 1_060_000).await.expect("slot"),
+            Slot::Taken,
+            "{name}"
+        );
+        assert_eq!(
+            f.a.last_slot(&net).await.expect("last"),
+            Some(1_060_000),
+            "{name}"
+        );
+    }
+}
+
+/// One of racing runs takes a claim; only its token releases or keeps it; the posted keep
+/// holds the id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_fence_by_token() {
+    let ttl = Duration::from_secs(30);
+    for (name, open) in CLAIM_STORES {
+        let f = open().await;
+        let k = key();
+        let races: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, k) = (
+                    if i % 2 == 0 { f.a.clone() } else { f.b.clone() },
+                    k.clone(),
+                );
+                tokio::spawn(async move { s.acquire(&k, &format!("t{i}"), ttl).await })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for (i, r) in races.into_iter().enumerate() {
+            if r.await.expect("join").expect("acquire") == Acquire::Acquired {
+                winners.push(format!("t{i}"));
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "{name}: one of 8 racing runs takes the claim"
+        );
+        let holder = winners[0].clone();
+        assert_eq!(
+            f.b.acquire(&k, "late", ttl).await.expect("acquire"),
+            Acquire::Held(Some(ClaimValue::Run(holder.clone()))),
+            "{name}"
+        );
+        assert!(
+            !f.b.release(&k, "late").await.expect("release"),
+            "{name}: another token frees nothing"
+        );
+        assert!(
+            !f.b.keep_posted(&k, "late", "urn:x", ttl)
+                .await
+                .expect("keep"),
+            "{name}"
+        );
+        assert!(
+            f.a.keep_posted(&k, &holder, "urn:li:share:1", ttl)
+                .await
+                .expect("keep"),
+            "{name}"
+        );
+        let (v, left) = f.b.inspect(&k).await.expect("inspect").expect("held");
+        assert_eq!(v, ClaimValue::Posted("urn:li:share:1".into()), "{name}");
+        assert!(
+            left.is_some_and(|l| l <= ttl && l > Duration::from_secs(20)),
+            "{name}: {left:?}"
+        );
+        assert!(
+            !f.a.release(&k, &holder).await.expect("release"),
+            "{name}: the token was rewritten"
+        );
+        assert!(
+            f.a.release(&k, "posted:urn:li:share:1")
+                .await
+                .expect("release"),
+            "{name}"
+        );
+        assert_eq!(f.a.inspect(&k).await.expect("inspect"), None, "{name}");
+        assert!(
+            f.a.first_sighting(&unique("update-"), ttl)
+                .await
+                .expect("first"),
+            "{name}"
+        );
+        let seen = unique("update-");
+        assert!(
+            f.a.first_sighting(&seen, ttl).await.expect("first"),
+            "{name}"
+        );
+        assert!(
+            !f.b.first_sighting(&seen, ttl).await.expect("again"),
+            "{name}"
+        );
+        f.a.ping().await.expect("ping");
+    }
+}
+
+/// An expired claim is absent: another run takes it, and the old token frees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_expire() {
+    for (name, open) in CLAIM_STORES {
+        let f = open().await;
+        let (k, k2) = (key(), key());
+        assert_eq!(
+            f.a.acquire(&k, "old", Duration::from_secs(1))
+                .await
+                .expect("acquire"),
+            Acquire::Acquired,
+            "{name}"
+        );
+        assert_eq!(
+            f.a.acquire(&k2, "old2", Duration::from_secs(1))
+                .await
+                .expect("acquire"),
+            Acquire::Acquired,
+            "{name}"
+        );
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+        assert_eq!(
+            f.a.inspect(&k).await.expect("inspect"),
+            None,
+            "{name}: expired"
+        );
+        assert_eq!(
+            f.b.acquire(&k, "new", Duration::from_secs(30))
+                .await
+                .expect("acquire"),
+            Acquire::Acquired,
+            "{name}"
+        );
+        assert!(
+            !f.a.release(&k, "old").await.expect("release"),
+            "{name}: an expired token frees nothing"
+        );
+        assert_eq!(
+            f.a.inspect(&k).await.expect("inspect").map(|(v, _)| v),
+            Some(ClaimValue::Run("new".into())),
+            "{name}"
+        );
+        // Keeping a posted id after the run's claim expired sets it anew.
+        assert!(
+            f.a.keep_posted(&k2, "old2", "urn:li:share:2", Duration::from_secs(30))
+                .await
+                .expect("keep"),
+            "{name}"
+        );
+        assert_eq!(
+            f.b.inspect(&k2).await.expect("inspect").map(|(v, _)| v),
+            Some(ClaimValue::Posted("urn:li:share:2".into())),
+            "{name}"
+        );
+    }
+}
