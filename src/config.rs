@@ -568,14 +568,6 @@ impl Config {
             bluesky: millis(&get, "POSTONCE_BLUESKY_TIMEOUT_MS", 10_000)?,
             database: millis(&get, "POSTONCE_DATABASE_TIMEOUT_MS", 8_000)?,
         };
-        if database_url.is_some() {
-            // The pipeline bounds record calls by the record store's budget, and claim calls
-            // by the claim store's: with PostgreSQL, that is the database's.
-            timeouts.dynamodb = timeouts.database;
-            if redis_url.is_none() {
-                timeouts.redis = timeouts.database;
-            }
-        }
         for (var, t) in [
             ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
             ("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image),
@@ -583,9 +575,14 @@ impl Config {
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
             ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
-            ("POSTONCE_DATABASE_TIMEOUT_MS", timeouts.database),
         ]
         .into_iter()
+        // The database's budget counts once there is a database.
+        .chain(
+            database_url
+                .is_some()
+                .then_some(("POSTONCE_DATABASE_TIMEOUT_MS", timeouts.database)),
+        )
         // Mastodon's and Bluesky's budgets count once they post for real.
         .chain(
             (mastodon_url.is_some() && mastodon_token.is_some())
@@ -605,6 +602,14 @@ impl Config {
                         function_timeout.as_secs()
                     ),
                 ));
+            }
+        }
+        if database_url.is_some() {
+            // The pipeline bounds record calls by the record store's budget, and claim calls
+            // by the claim store's: with PostgreSQL, that is the database's.
+            timeouts.dynamodb = timeouts.database;
+            if redis_url.is_none() {
+                timeouts.redis = timeouts.database;
             }
         }
         // Mastodon's upload waits for the image's processing inside its budget (and a later
@@ -885,6 +890,34 @@ mod tests {
             err.to_string().contains("POSTONCE_RECONCILE_WINDOW_S"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_database_budget_counts_only_with_a_database() {
+        // Without DATABASE_URL, its default budget must not refuse a short function timeout.
+        let short = [
+            ("POSTONCE_FUNCTION_TIMEOUT_S", "3"),
+            ("POSTONCE_LINKEDIN_TIMEOUT_MS", "1000"),
+            ("POSTONCE_IMAGE_TIMEOUT_MS", "1000"),
+            ("POSTONCE_REDIS_TIMEOUT_MS", "1000"),
+            ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1000"),
+            ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1000"),
+            ("POSTONCE_X_TIMEOUT_MS", "1000"),
+            ("POSTONCE_RECONCILE_AFTER_S", "2"),
+            ("POSTONCE_CLAIM_TTL_S", "10"),
+        ];
+        load(&short).expect("no database, no database budget to check");
+        let mut with_db = short.to_vec();
+        with_db.push(("DATABASE_URL", "postgres://u@127.0.0.1:5432/postonce"));
+        if let Err(err) = load(&with_db) {
+            // A build without the `postgres` feature refuses DATABASE_URL itself.
+            assert!(
+                err.var == "POSTONCE_DATABASE_TIMEOUT_MS" || err.var == "DATABASE_URL",
+                "{err}"
+            );
+        } else {
+            panic!("an 8 s database budget inside a 3 s function was accepted");
+        }
     }
 
     #[test]
