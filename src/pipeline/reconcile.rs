@@ -279,24 +279,7 @@ impl Lane {
             } else {
                 why
             };
-            let update = DraftUpdate::IfAttempt {
-                run: run.to_owned(),
-                update: Box::new(DraftUpdate::Ambiguous {
-                    error: why.clone(),
-                    ask_owner: true,
-                }),
-            };
-            self.note(
-                &req.key,
-                dl,
-                &update,
-                &[DraftStatus::Unknown],
-                "that the owner must decide",
-            )
-            .await;
-            let (mut outcome, finish) = self.ask_owner(&req.key, &why);
-            outcome.settled = req.source == Source::Sweep;
-            return (outcome, finish);
+            return self.leave_to_owner(req, dl, Some(run), why).await;
         }
         let detail = format!(
             "{why}; nothing was sent. It is checked again after the quiet period (attempt {tries} of {max})"
@@ -382,24 +365,39 @@ impl Lane {
         draft: &Draft,
         why: String,
     ) -> (Outcome, Finish) {
-        if draft.retryable {
-            if let Some(pending) = &draft.pending {
-                let update = DraftUpdate::IfAttempt {
-                    run: pending.run.clone(),
-                    update: Box::new(DraftUpdate::Ambiguous {
-                        error: why.clone(),
-                        ask_owner: true,
-                    }),
-                };
-                self.note(
-                    &req.key,
-                    dl,
-                    &update,
-                    &[DraftStatus::Unknown],
-                    "that the owner must decide",
-                )
-                .await;
-            }
+        let run = draft
+            .pending
+            .as_ref()
+            .filter(|_| draft.retryable)
+            .map(|p| p.run.as_str());
+        self.leave_to_owner(req, dl, run, why).await
+    }
+
+    /// Notes on the kept attempt of `run` (if any) that only the owner can settle it, then
+    /// asks them. A sweep's run stays quiet: the sweeper's own message is the one that tells.
+    async fn leave_to_owner(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        run: Option<&str>,
+        why: String,
+    ) -> (Outcome, Finish) {
+        if let Some(run) = run {
+            let update = DraftUpdate::IfAttempt {
+                run: run.to_owned(),
+                update: Box::new(DraftUpdate::Ambiguous {
+                    error: why.clone(),
+                    ask_owner: true,
+                }),
+            };
+            self.note(
+                &req.key,
+                dl,
+                &update,
+                &[DraftStatus::Unknown],
+                "that the owner must decide",
+            )
+            .await;
         }
         let (mut outcome, finish) = self.ask_owner(&req.key, &why);
         outcome.settled = req.source == Source::Sweep;
