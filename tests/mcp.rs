@@ -532,7 +532,7 @@ async fn stdout_carries_only_protocol_messages_and_logs_go_to_stderr() {
     let env = linkedin_env(Stores::Local).await;
     let slug = unique("pipe-");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
-        .arg("mcp")
+        .args(["-v", "mcp"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(&env.vars)
