@@ -1,14 +1,7 @@
-//! The publisher used when `LINKEDIN_ACCESS_TOKEN` is unset: it sends nothing, logs the exact
-//! requests it would send, and answers with URNs marked `dryrun` so nobody mistakes them.
+//! What every dry run shares: the requests it would send, shown as tracing events (the CLI
+//! prints them as blocks), and the mark on the ids it makes up so that nobody mistakes them
+//! for real ones.
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use serde_json::json;
-
-use super::{NewPost, PublishError, Publisher, UploadTarget};
-
-/// The tracing target of every request a dry run shows. The CLI prints these events as
-/// readable blocks ([`request_block`]); in Lambda and `serve` they are log lines like any other.
 pub const SHOWN: &str = "postonce::dry_run";
 
 /// The body of a shown request.
@@ -57,90 +50,17 @@ pub fn show(method: &str, url: &str, headers: &[(&str, &str)], body: ShownBody<'
     tracing::info!(target: SHOWN, dry_run = true, "would send {block}");
 }
 
-/// Shows, never sends.
-pub struct DryRun {
-    api: String,
-    author: String,
-    version: String,
-}
-
-impl DryRun {
-    pub fn new(api: &str, author: Option<&str>, version: &str) -> Self {
-        Self {
-            api: api.trim_end_matches('/').to_owned(),
-            author: author.unwrap_or("urn:li:person:DRY_RUN_AUTHOR").to_owned(),
-            version: version.to_owned(),
-        }
-    }
-
-    fn headers(&self) -> [(&'static str, &str); 4] {
-        [
-            ("Authorization", "Bearer <LINKEDIN_ACCESS_TOKEN>"),
-            ("LinkedIn-Version", &self.version),
-            ("X-Restli-Protocol-Version", "2.0.0"),
-            ("Content-Type", "application/json"),
-        ]
-    }
-}
-
 /// What marks an id the dry run made up (`urn:li:share:dryrun-…`).
 pub const MARK: &str = ":dryrun-";
 
-fn dry_id() -> String {
+pub fn dry_id() -> String {
     format!("dryrun-{:016x}", rand::random::<u64>())
 }
 
-#[async_trait]
-impl Publisher for DryRun {
-    async fn initialize_upload(&self) -> Result<UploadTarget, PublishError> {
-        let body = json!({"initializeUploadRequest": {"owner": self.author}});
-        show(
-            "POST",
-            &format!("{}/rest/images?action=initializeUpload", self.api),
-            &self.headers(),
-            ShownBody::Json(&body),
-        );
-        let id = dry_id();
-        Ok(UploadTarget {
-            upload_url: format!("{}/dry-run-upload/{id}", self.api),
-            image_urn: format!("urn:li:image:{id}"),
-        })
-    }
-
-    async fn upload_image(
-        &self,
-        target: &UploadTarget,
-        bytes: Bytes,
-        content_type: &str,
-    ) -> Result<(), PublishError> {
-        show(
-            "PUT",
-            &target.upload_url,
-            &[
-                ("Authorization", "Bearer <LINKEDIN_ACCESS_TOKEN>"),
-                ("Content-Type", content_type),
-            ],
-            ShownBody::Lines(vec![format!("<{} bytes of {content_type}>", bytes.len())]),
-        );
-        Ok(())
-    }
-
-    async fn create_post(&self, post: &NewPost) -> Result<Option<String>, PublishError> {
-        let body = super::create_post_body(&self.author, post);
-        show(
-            "POST",
-            &format!("{}/rest/posts", self.api),
-            &self.headers(),
-            ShownBody::Json(&body),
-        );
-        Ok(Some(format!("urn:li:share:{}", dry_id())))
-    }
-
-    fn is_dry_run(&self) -> bool {
-        true
-    }
-
-    async fn check(&self) -> Result<String, PublishError> {
-        Ok("dry run: LINKEDIN_ACCESS_TOKEN is not set, nothing is sent to LinkedIn".into())
-    }
+/// Whether a post or image id was made up by a dry run. A real run never records, repairs
+/// from or answers with such an id.
+pub fn is_dry_run_urn(urn: &str) -> bool {
+    // LinkedIn's dry run marks URNs (`urn:li:share:dryrun-…`); the other networks' dry runs
+    // answer ids that start with the mark (`dryrun-…`).
+    urn.contains(MARK) || urn.starts_with("dryrun-")
 }
