@@ -161,6 +161,13 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
             .any(|l| l.starts_with("✓ PostgreSQL: connected; schema version 1; clock skew")),
         "{text}"
     );
+    // The claims live in the database too (REDIS_URL unset): the line names it, not files.
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("✓ claims (PostgreSQL): claims in PostgreSQL (REDIS_URL unset)")),
+        "{text}"
+    );
+    assert!(!text.contains("claims (files)"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");
 }
 
@@ -518,6 +525,14 @@ async fn tls_with_libpq_sslmodes() {
         .await
         .expect_err("an unknown CA is refused");
     assert!(!e.to_string().contains(PASSWORD), "{e}");
+    // Several hosts, tried in turn as libpq does: the first refuses, the second answers, and
+    // verify-full checks the second one's name.
+    let dead = support::services::free_port();
+    let several = open(format!(
+        "postgres://postonce:{PASSWORD}@127.0.0.1:{dead},localhost:{}/postgres?sslmode=verify-full&sslrootcert={ca}",
+        pg.port()
+    ));
+    assert_eq!(several.schema_version().await.expect("several hosts"), 1);
     // The default (prefer) meets the TLS server.
     let prefer = open(base("127.0.0.1"));
     assert_eq!(prefer.schema_version().await.expect("prefer"), 1);
