@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bluesky;
+pub mod chaos;
 pub mod env;
 pub mod images;
 pub mod linkedin;
