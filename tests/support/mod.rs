@@ -8,6 +8,7 @@ pub mod env;
 pub mod images;
 pub mod linkedin;
 pub mod mastodon;
+pub mod pg_proxy;
 pub mod serve;
 pub mod services;
 pub mod telegram;
