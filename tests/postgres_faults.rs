@@ -64,13 +64,14 @@ fn caption(key: &PostKey) -> String {
 /// One round: 8 new drafts, 3 racing runs each from two processes' worth of clients, and
 /// `fault` landing `after` the runs began (LinkedIn takes 150 ms a step, so the stages fall
 /// before, at and after the intents and the creates). Returns the keys once every run answered,
-/// and the longest a run took.
+/// the longest a run took, and how many runs the fault hit (answered failed, unknown or
+/// posted but not recorded).
 async fn round(
     env: &mut Env,
     apps: &[Arc<App>],
     fault: Fault,
     after: u64,
-) -> (Vec<PostKey>, Duration) {
+) -> (Vec<PostKey>, Duration, usize) {
     env.linkedin.set_delay(Duration::from_millis(150));
     let keys: Vec<PostKey> = (0..8).map(|_| env.key()).collect();
     let mut runs = Vec::new();
@@ -108,7 +109,11 @@ async fn round(
     }
     println!("  {fault:?} at {after} ms: runs answered {tally:?}, the longest in {longest:?}");
     env.linkedin.set_delay(Duration::ZERO);
-    (keys, longest)
+    let hit = ["failed", "unknown", "posted_not_recorded"]
+        .iter()
+        .filter_map(|k| tally.get(k))
+        .sum();
+    (keys, longest, hit)
 }
 
 /// Sends every key's draft again (as CI's redelivery would), all at once, until each answers
@@ -156,19 +161,22 @@ async fn postgres_killed_mid_way_settles_every_draft_relying_on_linkedins_duplic
     realistic_linkedin(&env);
     let apps = [env.app.clone(), env.another_app().await];
     let begun = Instant::now();
-    let mut keys = Vec::new();
+    let (mut keys, mut hit) = (Vec::new(), 0);
     for after in [300, 700, 1_100] {
-        keys.extend(round(&mut env, &apps, Fault::Kill, after).await.0);
+        let (batch, _, h) = round(&mut env, &apps, Fault::Kill, after).await;
+        keys.extend(batch);
+        hit += h;
     }
     let passes = settle(&env, &keys).await;
     let v = verdict(&env, &keys).await;
     let what = format!(
-        "PostgreSQL killed -9 three times (LinkedIn duplicate check RACY, 400 ms processing; quiet period {:?}): {} drafts, settled in {passes} passes, {:?} in all",
+        "PostgreSQL killed -9 three times (LinkedIn duplicate check RACY, 400 ms processing; quiet period {:?}): {} drafts, {hit} runs hit, settled in {passes} passes, {:?} in all",
         env.quiet_period(),
         keys.len(),
         begun.elapsed()
     );
     v.print(&what, &env);
+    assert!(hit > 0, "the fault hit no run: the proof proved nothing");
     v.assert_all_posted_once(&env, &keys);
 }
 
@@ -181,9 +189,10 @@ async fn postgres_killed_mid_way_with_no_duplicate_check_duplicates_nothing_and_
     let mut env = Env::with(Stores::Postgres, &budgets("3000")).await;
     env.linkedin.set_duplicate_check(DuplicateCheck::Off);
     let apps = [env.app.clone(), env.another_app().await];
-    let mut keys: Vec<PostKey> = Vec::new();
+    let (mut keys, mut hit) = (Vec::new(), 0);
     for after in [400, 800, 1_200] {
-        let (batch, _) = round(&mut env, &apps, Fault::Kill, after).await;
+        let (batch, _, h) = round(&mut env, &apps, Fault::Kill, after).await;
+        hit += h;
         // The claims of runs that could not release them (the database was down) expire.
         tokio::time::sleep(Duration::from_millis(4_500)).await;
         for key in &batch {
@@ -204,10 +213,11 @@ async fn postgres_killed_mid_way_with_no_duplicate_check_duplicates_nothing_and_
         .collect();
     let v = verdict(&env, &keys).await;
     let what = format!(
-        "PostgreSQL killed -9 three times (LinkedIn duplicate check OFF, quiet period 3000 s): {} drafts, each sent again once after its round, then swept",
+        "PostgreSQL killed -9 three times (LinkedIn duplicate check OFF, quiet period 3000 s): {} drafts, {hit} runs hit, each sent again once after its round, then swept",
         keys.len()
     );
     v.print(&what, &env);
+    assert!(hit > 0, "the fault hit no run: the proof proved nothing");
     assert_eq!(v.duplicates, 0, "{:#?}", v.lost);
     assert!(v.lost.is_empty(), "{:#?}", v.lost);
     assert_eq!(env.linkedin.duplicated_texts(), 0);
@@ -242,19 +252,21 @@ async fn postgres_paused_mid_way_settles_every_draft_relying_on_linkedins_duplic
         assert_eq!(o.outcome, OutcomeKind::Posted, "{}", o.detail);
         keys.push(key);
     }
-    let mut longest = Duration::ZERO;
+    let (mut longest, mut hit) = (Duration::ZERO, 0);
     for after in [300, 900] {
-        let (batch, took) = round(&mut env, &apps, Fault::Pause, after).await;
+        let (batch, took, h) = round(&mut env, &apps, Fault::Pause, after).await;
         keys.extend(batch);
         longest = longest.max(took);
+        hit += h;
     }
     let passes = settle(&env, &keys).await;
     let v = verdict(&env, &keys).await;
     let what = format!(
-        "PostgreSQL paused 2.5 s twice (2 drafts posted before, to warm the pools; LinkedIn duplicate check RACY; the longest run {longest:?}): {} drafts, settled in {passes} passes",
+        "PostgreSQL paused 2.5 s twice (2 drafts posted before, to warm the pools; LinkedIn duplicate check RACY; the longest run {longest:?}): {} drafts, {hit} runs hit, settled in {passes} passes",
         keys.len()
     );
     v.print(&what, &env);
+    assert!(hit > 0, "the fault hit no run: the proof proved nothing");
     v.assert_all_posted_once(&env, &keys);
     // POSTONCE_FUNCTION_TIMEOUT_S=3: a run ends within its own budget (with a little room for
     // a loaded machine), never waiting for the paused server.
