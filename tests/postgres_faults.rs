@@ -124,7 +124,7 @@ async fn round(
 ///
 /// A paused server runs what it had not read yet once it wakes, after the run gave up on it:
 /// a run's record write *and* its keep of the claim (`posted:<urn>`, for
-/// POSTONCE_POSTED_CLAIM_TTL) can both land. Every later run answers from the record and none
+/// POSTONCE_POSTED_CLAIM_TTL_S) can both land. Every later run answers from the record and none
 /// drops that claim (neither a redelivery nor a Retry). Harmless to exactly-once (the claim
 /// names the recorded post, and the record stops every run), but a leftover: such keys are
 /// checked here (one post, recorded with the claim's URN, draft posted) and counted apart.
