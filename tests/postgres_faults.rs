@@ -125,9 +125,10 @@ async fn round(
 /// A paused server runs what it had not read yet once it wakes, after the run gave up on it:
 /// a run's record write *and* its keep of the claim (`posted:<urn>`, for
 /// POSTONCE_POSTED_CLAIM_TTL_S) can both land. Every later run answers from the record and none
-/// drops that claim (neither a redelivery nor a Retry). Harmless to exactly-once (the claim
-/// names the recorded post, and the record stops every run), but a leftover: such keys are
-/// checked here (one post, recorded with the claim's URN, draft posted) and counted apart.
+/// drops that claim (neither a redelivery nor a Retry): by design it is left to its TTL, since
+/// every run meets the record first (RELIABILITY.md, "The kept-claim clean-up on a Retry").
+/// Such keys are checked here (one post, recorded with the claim's URN, draft posted) and
+/// counted apart.
 async fn settle(env: &Env, keys: &[PostKey]) -> (usize, Vec<PostKey>) {
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut open: Vec<PostKey> = keys.to_vec();
