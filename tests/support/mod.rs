@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 pub mod bluesky;
+pub mod chaos;
 pub mod env;
 pub mod images;
 pub mod linkedin;
 pub mod mastodon;
+pub mod pg_proxy;
 pub mod serve;
 pub mod services;
 pub mod telegram;
