@@ -4,7 +4,7 @@
 //! Every network is listed once, with an adapter onto its wire-format fake, in
 //! `conformance/networks.rs` ([`conformance::networks::NETWORKS`]); each test below runs its
 //! behaviour over all of them, concurrently in one environment (real redis-server and
-//! DynamoDB Local, 1.5 s budgets, a 2 s quiet period), prints a line of figures per network
+//! DynamoDB Local, 1.5 s budgets, a 3 s quiet period), prints a line of figures per network
 //! and fails naming each network that broke the rule, with what it did:
 //!
 //! 1. posted once: 8 racing runs of one draft, the fake's duplicate check off → 1 post;
