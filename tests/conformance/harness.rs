@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use postonce::key::PostKey;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 use postonce::record::{Draft, PostedRecord};
 use serde_json::Value;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use postonce::key::PostKey;
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 
 use crate::support::env::Env;
 use crate::support::{bluesky, linkedin, mastodon, tg_channel, x};
