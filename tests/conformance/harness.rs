@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postonce::key::PostKey;
-use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
 use postonce::networks::Network;
+use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
 use postonce::record::{Draft, PostedRecord};
 use serde_json::Value;
 
