@@ -15,6 +15,10 @@ pub mod doctor;
 pub mod image;
 pub mod key;
 pub mod lambda;
+// Phase 1 hook (branch `threads`): dropped when the registry lands.
+pub mod networks {
+    pub mod threads;
+}
 pub mod notify;
 pub mod outcome;
 pub mod pipeline;
