@@ -13,10 +13,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postonce::config::Secret;
+use postonce::networks::capabilities::{Counting as CapCounting, Idempotency};
 use postonce::networks::threads::{
-    creation_id, image_ref, prepared, text, ThreadsAdapter, ThreadsDryRun,
+    creation_id, media_ref, prepared, text, ThreadsAdapter, ThreadsDryRun,
 };
-use postonce::publish::network::{Media, NetworkAdapter, PostError, PreparedPost};
+use postonce::networks::{Media, Network, NetworkAdapter, PostError, PreparedPost};
 use serde_json::json;
 use support::images::ImageHost;
 use support::threads::{Counting, Mode, ThreadsFake, TOKEN, USER_ID};
@@ -45,10 +46,15 @@ fn impatient(fake: &ThreadsFake) -> ThreadsAdapter {
 
 /// What `create` is handed besides the kept request (Threads ignores it).
 fn no_media() -> Media {
+    cover(None)
+}
+
+/// The cover as the pipeline fetched it (Threads fetches it again itself, from its URL).
+fn cover(alt: Option<&str>) -> Media {
     Media {
-        bytes: Bytes::new(),
-        content_type: "",
-        alt: None,
+        bytes: Bytes::from(support::images::png_bytes()),
+        content_type: "image/png",
+        alt: alt.map(str::to_owned),
     }
 }
 
@@ -64,9 +70,9 @@ fn now() -> i64 {
 
 /// Prepare and stage: what the pipeline does before it writes the intent.
 async fn staged(t: &ThreadsAdapter, images: &ImageHost, text: &str) -> PreparedPost {
-    let media = image_ref(&images.url("/cover.png"), Some("A cover"));
+    let media = t.upload(&cover(Some("A cover"))).await.unwrap();
     let post = t.prepare(text, &media, "blog-hello@threads");
-    t.stage(&post).await.unwrap()
+    t.stage(&post, &images.url("/cover.png")).await.unwrap()
 }
 
 #[tokio::test]
@@ -75,12 +81,13 @@ async fn stage_makes_the_documented_container_and_waits_for_finished() {
     fake.set_processing(Duration::from_millis(600));
     let t = adapter(&fake);
     let url = images.url("/cover.png");
-    let post = t.prepare("Hello Threads", &image_ref(&url, Some(" A cover ")), "k");
+    let media = t.upload(&cover(Some(" A cover "))).await.unwrap();
+    let post = t.prepare("Hello Threads", &media, "k");
     assert_eq!(creation_id(&post), None, "prepare sends nothing");
     assert_eq!(fake.requests(), 0);
 
     let started = Instant::now();
-    let staged = t.stage(&post).await.unwrap();
+    let staged = t.stage(&post, &url).await.unwrap();
     let id = creation_id(&staged)
         .expect("the container id is in the kept request")
         .to_owned();
@@ -122,8 +129,16 @@ async fn stage_makes_the_documented_container_and_waits_for_finished() {
         "a container posts nothing by itself"
     );
 
+    // A local file cannot go to Threads: refused before any request.
+    let e = t.stage(&post, "/home/me/cover.png").await.unwrap_err();
+    assert!(
+        matches!(&e, PostError::Rejected { status: 0, message, .. } if message.contains("local file")),
+        "{e:?}"
+    );
+    assert_eq!(fake.container_requests(), 1);
+
     // Staging the staged request again makes no second container.
-    assert_eq!(t.stage(&staged).await.unwrap(), staged);
+    assert_eq!(t.stage(&staged, &url).await.unwrap(), staged);
     assert_eq!(fake.container_requests(), 1);
     assert_eq!(fake.bad_tokens(), 0);
 }
@@ -250,10 +265,10 @@ async fn a_lost_publish_that_never_landed_is_published_once_from_the_same_contai
 async fn the_fake_shows_a_duplicate_from_two_containers_of_one_draft() {
     let (fake, images) = (ThreadsFake::start().await, ImageHost::start().await);
     let t = adapter(&fake);
-    let media = image_ref(&images.url("/cover.png"), None);
-    let post = t.prepare("Twice from two containers", &media, "k");
-    let first = t.stage(&post).await.unwrap();
-    let second = t.stage(&post).await.unwrap();
+    let url = images.url("/cover.png");
+    let post = t.prepare("Twice from two containers", &media_ref(None), "k");
+    let first = t.stage(&post, &url).await.unwrap();
+    let second = t.stage(&post, &url).await.unwrap();
     assert_ne!(creation_id(&first), creation_id(&second));
     t.create(&first, &no_media()).await.unwrap();
     t.create(&second, &no_media()).await.unwrap();
@@ -274,7 +289,7 @@ async fn expired_and_failed_containers_are_not_posted() {
         t.create(&post, &no_media()).await.unwrap_err(),
     ] {
         assert!(
-            matches!(&e, PostError::Rejected { status: 410, message, .. } if message.contains("EXPIRED") && message.contains("nothing was posted")),
+            matches!(&e, PostError::Gone { message, .. } if message.contains("EXPIRED") && message.contains("nothing was posted")),
             "{e:?}"
         );
         assert!(!e.may_exist() && !e.is_transient(), "{e:?}");
@@ -283,13 +298,15 @@ async fn expired_and_failed_containers_are_not_posted() {
 
     // An image Threads cannot fetch: the container ends in ERROR, refused by the stage,
     // before any intent.
-    let media = image_ref(&images.url("/missing.png"), None);
     let e = t
-        .stage(&t.prepare("No image there", &media, "k"))
+        .stage(
+            &t.prepare("No image there", &media_ref(None), "k"),
+            &images.url("/missing.png"),
+        )
         .await
         .unwrap_err();
     assert!(
-        matches!(&e, PostError::Rejected { message, .. } if message.contains("ERROR") && message.contains("public")),
+        matches!(&e, PostError::Gone { message, .. } if message.contains("ERROR") && message.contains("public")),
         "{e:?}"
     );
     // Forced into ERROR after the stage: refused at create, nothing published.
@@ -297,7 +314,7 @@ async fn expired_and_failed_containers_are_not_posted() {
     fake.force_status(creation_id(&post).unwrap(), "ERROR");
     assert!(matches!(
         t.create(&post, &no_media()).await,
-        Err(PostError::Rejected { status: 410, .. })
+        Err(PostError::Gone { .. })
     ));
     assert_eq!(fake.posts_created(), 0);
 }
@@ -306,7 +323,7 @@ async fn expired_and_failed_containers_are_not_posted() {
 async fn each_answer_maps_to_its_error_class() {
     let (fake, images) = (ThreadsFake::start().await, ImageHost::start().await);
     let t = adapter(&fake);
-    let media = image_ref(&images.url("/cover.png"), None);
+    let (media, url) = (media_ref(None), images.url("/cover.png"));
     let post = t.prepare("Classes", &media, "k");
 
     for (mode, check) in [
@@ -316,7 +333,7 @@ async fn each_answer_maps_to_its_error_class() {
         (Mode::Quota, "rate"),
     ] {
         fake.set_container_mode(mode);
-        let e = t.stage(&post).await.unwrap_err();
+        let e = t.stage(&post, &url).await.unwrap_err();
         match check {
             "in doubt" => assert!(matches!(e, PostError::InDoubt { .. }), "{mode:?} {e:?}"),
             _ => assert!(matches!(e, PostError::RateLimited { .. }), "{mode:?} {e:?}"),
@@ -325,14 +342,17 @@ async fn each_answer_maps_to_its_error_class() {
         assert!(e.is_transient(), "{mode:?} {e:?}");
     }
     fake.set_container_mode(Mode::Normal);
-    let bad = t.prepare("Bad URL", &image_ref("ftp://example.com/a.png", None), "k");
-    let e = t.stage(&bad).await.unwrap_err();
+    let bad = t.prepare("Bad URL", &media, "k");
+    let e = t
+        .stage(&bad, "https://unfetchable.invalid/a.png")
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, PostError::Rejected { status: 400, message, .. } if message.contains("code 100") && message.contains("public")),
         "{e:?}"
     );
 
-    let staged = t.stage(&post).await.unwrap();
+    let staged = t.stage(&post, &url).await.unwrap();
     fake.set_publish_mode(Mode::Status(500));
     let e = t.create(&staged, &no_media()).await.unwrap_err();
     assert!(
@@ -371,7 +391,7 @@ async fn each_answer_maps_to_its_error_class() {
     fake.set_quota_total(1);
     t.create(&staged, &no_media()).await.unwrap();
     let next = t
-        .stage(&t.prepare("Over the quota", &media, "k"))
+        .stage(&t.prepare("Over the quota", &media, "k"), &url)
         .await
         .unwrap();
     let e = t.create(&next, &no_media()).await.unwrap_err();
@@ -385,9 +405,11 @@ async fn a_revoked_token_is_permanent_and_names_the_fix() {
     let t = adapter(&fake);
     let post = staged(&t, &images, "Before the revoke").await;
     fake.revoke();
-    let fresh = t.prepare("After", &image_ref(&images.url("/cover.png"), None), "k");
+    let fresh = t.prepare("After", &media_ref(None), "k");
     let errors = [
-        t.stage(&fresh).await.unwrap_err(),
+        t.stage(&fresh, &images.url("/cover.png"))
+            .await
+            .unwrap_err(),
         t.create(&post, &no_media()).await.unwrap_err(),
         t.find(&post, now()).await.unwrap_err(),
         t.check().await.unwrap_err(),
@@ -413,8 +435,11 @@ async fn connection_refused_is_not_sent() {
         "me",
         Secret::new(TOKEN),
     );
-    let post = t.prepare("x", &image_ref("https://example.com/a.png", None), "k");
-    let e = t.stage(&post).await.unwrap_err();
+    let post = t.prepare("x", &media_ref(None), "k");
+    let e = t
+        .stage(&post, "https://example.com/a.png")
+        .await
+        .unwrap_err();
     assert!(matches!(e, PostError::NotSent { .. }), "{e:?}");
     let mut staged = post.clone();
     staged.body["creation_id"] = json!("1789");
@@ -527,9 +552,12 @@ async fn the_token_never_appears_in_debug_or_errors() {
         Secret::new(TOKEN),
     );
     errors.push(
-        e.stage(&t.prepare("x", &image_ref("https://a.example/i.png", None), "k"))
-            .await
-            .unwrap_err(),
+        e.stage(
+            &t.prepare("x", &media_ref(None), "k"),
+            "https://a.example/i.png",
+        )
+        .await
+        .unwrap_err(),
     );
     errors.push(e.create(&post, &no_media()).await.unwrap_err());
     errors.push(e.check().await.unwrap_err());
@@ -555,7 +583,7 @@ async fn the_count_takes_the_larger_reading_and_the_fake_agrees() {
     let (fake, images) = (ThreadsFake::start().await, ImageHost::start().await);
     fake.set_fetch_images(false);
     let t = adapter(&fake);
-    let media = image_ref(&images.url("/cover.png"), None);
+    let (media, url) = (media_ref(None), images.url("/cover.png"));
     // 497 letters and an emoji: 498 characters, 501 with the emoji as its 4 bytes.
     let over = format!("{}😀", "a".repeat(497));
     // 496 letters and an emoji: 497 characters, 500 by bytes: fits both readings.
@@ -570,9 +598,9 @@ async fn the_count_takes_the_larger_reading_and_the_fake_agrees() {
     for counting in [Counting::Characters, Counting::EmojiBytes] {
         fake.set_counting(counting);
         // What the adapter lets through, either reading of the server takes.
-        t.stage(&t.prepare(&fits, &media, "k")).await.unwrap();
+        t.stage(&t.prepare(&fits, &media, "k"), &url).await.unwrap();
         // What the adapter refuses, one reading of the server refuses too.
-        let server = t.stage(&t.prepare(&over, &media, "k")).await;
+        let server = t.stage(&t.prepare(&over, &media, "k"), &url).await;
         match counting {
             Counting::Characters => assert!(server.is_ok(), "{server:?}"),
             Counting::EmojiBytes => assert!(
@@ -590,14 +618,14 @@ async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let d = ThreadsDryRun::new(&fake.uri(), "");
     assert!(d.is_dry_run());
     assert_eq!(d.max_text(), 500);
-    let post = prepared(
-        "hello",
-        &image_ref("https://cdn.example.com/c.png", Some("alt")),
-    );
-    let staged = d.stage(&post).await.unwrap();
+    let post = prepared("hello", &media_ref(Some("alt")));
+    let staged = d
+        .stage(&post, "https://cdn.example.com/c.png")
+        .await
+        .unwrap();
     assert!(creation_id(&staged).unwrap().starts_with("dryrun-"));
     let c = d.create(&staged, &no_media()).await.unwrap();
-    assert!(postonce::publish::is_dry_run_urn(c.id.as_deref().unwrap()));
+    assert!(postonce::networks::is_dry_run_urn(c.id.as_deref().unwrap()));
     assert_eq!(d.find(&staged, now()).await.unwrap(), None);
     assert!(d.check().await.unwrap().contains("dry run"));
     assert_eq!(d.text_len("😀"), 4);
@@ -610,8 +638,13 @@ async fn capabilities() {
     let fake = ThreadsFake::start().await;
     let t = adapter(&fake);
     let caps = t.capabilities();
-    assert!(caps.reads_back);
-    assert!(caps.idempotency_key.is_none());
-    assert!(!caps.client_chosen_id && !caps.duplicate_names_post && !caps.duplicate_without_id);
+    assert_eq!(caps.idempotency, Idempotency::Container);
+    assert!(caps.reads_back && caps.fetches_image);
+    assert_eq!(caps.text.max, 500);
+    assert_eq!(caps.text.counting, CapCounting::CharsEmojiBytes);
+    assert_eq!(caps.images.formats, ["image/jpeg", "image/png"]);
     assert!(!t.is_dry_run());
+    assert_eq!(t.network(), Network::Threads);
+    assert_eq!(Network::parse("threads"), Some(Network::Threads));
+    assert_eq!(Network::Threads.min_gap_var(), "POSTONCE_MIN_GAP_S_THREADS");
 }

@@ -134,6 +134,12 @@ impl Lane {
                     return self.settle_by_owner(req, dl, draft, why).await;
                 }
                 Ok(None) => {}
+                Err(PostError::Gone { message, .. }) => {
+                    let why = format!(
+                        "the earlier attempt did not post on {on} and no longer can ({message})"
+                    );
+                    return self.not_posted(req, dl, draft, &pending.run, why).await;
+                }
                 Err(PostError::ReadRefused { message, .. }) => {
                     let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
                     return self.settle_by_owner(req, dl, draft, why).await;
@@ -321,7 +327,7 @@ impl Lane {
             content_type: "",
             alt: pending.alt.clone(),
         };
-        if !self.adapter.capabilities().client_chosen_id {
+        if !self.adapter.capabilities().client_chosen_id() {
             return Ok(none);
         }
         let Some(content) = &draft.content else {

@@ -327,6 +327,20 @@ impl State {
                 Some(u) if !(u.starts_with("https://") || u.starts_with("http://")) => {
                     return bad_param("Param image_url must be a valid URL")
                 }
+                // A host that can never resolve (RFC 2606): refused at once.
+                Some(u)
+                    if url::Url::parse(u)
+                        .ok()
+                        .and_then(|u| u.host_str().map(|h| h.ends_with(".invalid")))
+                        .unwrap_or(true) =>
+                {
+                    return graph_error(
+                        400,
+                        100,
+                        Some(2_207_052),
+                        "The media could not be fetched from this URI",
+                    )
+                }
                 Some(_) => {}
             },
             "TEXT" if !text.is_empty() => {}

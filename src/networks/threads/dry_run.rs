@@ -6,11 +6,11 @@ use serde_json::json;
 
 use super::wire::TOKEN_PLACEHOLDER;
 use super::{
-    capabilities, container_fields, creation_id, enc, image_ref, image_url, prepared, text,
+    capabilities, container_fields, creation_id, enc, media_ref, prepared, text, with_image,
     API_VERSION, DEFAULT_USER, LIST_FIELDS, MEDIA_FIELDS,
 };
-use crate::publish::dry_run::{show, ShownBody};
-use crate::publish::network::{
+use crate::networks::show::{show, ShownBody};
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
 
@@ -54,33 +54,12 @@ impl ThreadsDryRun {
         );
     }
 
-    /// The container's form as the real adapter sends it.
-    pub async fn stage(&self, post: &PreparedPost) -> Result<PreparedPost, PostError> {
-        if creation_id(post).is_some() {
-            return Ok(post.clone());
-        }
-        let mut lines: Vec<String> = container_fields(post)?
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect();
-        lines.push(format!("access_token={TOKEN_PLACEHOLDER}"));
-        show(
-            "POST",
-            &self.url(&format!("{}/threads", enc(&self.user))),
-            &[("Content-Type", "application/x-www-form-urlencoded")],
-            ShownBody::Lines(lines),
-        );
-        let mut staged = post.clone();
-        staged.body["creation_id"] = json!(dry_id());
-        Ok(staged)
-    }
 }
 
 #[async_trait]
 impl NetworkAdapter for ThreadsDryRun {
     fn network(&self) -> Network {
-        // Phase 1: the registry adds `Network::Threads`.
-        Network::Bluesky
+        Network::Threads
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -101,14 +80,33 @@ impl NetworkAdapter for ThreadsDryRun {
 
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
         // As the real adapter: nothing is sent, Threads fetches the image by its URL.
-        Ok(image_ref(
-            image_url(media).unwrap_or("<the draft's image URL>"),
-            media.alt.as_deref(),
-        ))
+        Ok(media_ref(media.alt.as_deref()))
     }
 
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
         prepared(text, media)
+    }
+
+    /// Shows the container's form as the real adapter sends it.
+    async fn stage(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+        if creation_id(post).is_some() {
+            return Ok(post.clone());
+        }
+        let post = with_image(post, image)?;
+        let mut lines: Vec<String> = container_fields(&post)?
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        lines.push(format!("access_token={TOKEN_PLACEHOLDER}"));
+        show(
+            "POST",
+            &self.url(&format!("{}/threads", enc(&self.user))),
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            ShownBody::Lines(lines),
+        );
+        let mut staged = post;
+        staged.body["creation_id"] = json!(dry_id());
+        Ok(staged)
     }
 
     async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {

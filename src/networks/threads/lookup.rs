@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::wire::{self, answer, local_refusal, transport, ContainerStatus, ListPage, Op, NETWORK};
 use super::{cannot_publish, creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
-use crate::publish::network::{Created, PostError, PreparedPost};
+use crate::networks::{Created, PostError, PreparedPost};
 
 impl ThreadsAdapter {
     /// The post of a container found `PUBLISHED`: looked up for its id and permalink; when the

@@ -12,16 +12,18 @@
 //! `threads_publish` is sent, and a draft must never have two containers that could both
 //! publish. A container publishes only when `threads_publish` names it, and this adapter names
 //! only the one its [`PreparedPost`] carries, which is what the pipeline stores in the intent
-//! and replays. So the container is made by [`ThreadsAdapter::stage`], after `prepare` (it
-//! needs the text) and before the intent is written; [`NetworkAdapter::create`] only waits for
-//! `FINISHED`, publishes the container of the kept request, and reads the permalink. A
-//! container made by a stage whose answer was lost, by a run whose intent was refused, or by a
-//! process that died before its intent was written is named nowhere: it is never published and
-//! expires unpublished after 24 hours. Every later publish of the draft (the reconcile after a
-//! lost answer) replays the kept request, that is the same container; a new container is made
-//! only by a new attempt, which the pipeline starts only when the kept one cannot have posted.
-//! [`NetworkAdapter::upload`] sends nothing: Threads fetches the image itself from its public
-//! URL, which the [`MediaRef`] carries.
+//! and replays. So the container is made by [`NetworkAdapter::stage`], which the pipeline runs
+//! after `prepare` (the container needs the text) and before it writes the intent;
+//! [`NetworkAdapter::create`] only waits for `FINISHED`, publishes the container of the kept
+//! request, and reads the permalink. `upload` cannot make it: it has no text. A container made
+//! by a stage whose answer was lost (the stage is retried), by a run whose intent was refused,
+//! or by a process that died before its intent was written is named nowhere: it is never
+//! published and expires unpublished after 24 hours. Every later publish of the draft (the
+//! reconcile after a lost answer) replays the kept request, that is the same container, and
+//! only after its status said `FINISHED`; a new container is made only by a new attempt, which
+//! the pipeline starts only when the kept one cannot have posted (`EXPIRED` / `ERROR`:
+//! [`PostError::Gone`]). [`NetworkAdapter::upload`] sends nothing: Threads fetches the image
+//! itself from the draft's own URL, which `stage` puts in the container.
 //!
 //! Waiting for `FINISHED` is short polling inside the call's budget
 //! (`POSTONCE_THREADS_TIMEOUT_MS`), not Meta's once-a-minute advice (which is for video): the
@@ -34,6 +36,7 @@
 //! their URL and every message leaving the adapter is redacted as well, in case a server echoes
 //! it. [`ThreadsDryRun`] is the variant without a token. Holds no policy: the pipeline decides.
 
+pub mod config;
 pub mod dry_run;
 mod lookup;
 pub mod text;
@@ -46,11 +49,13 @@ use async_trait::async_trait;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 
+pub use config::DEFINITION;
 pub use dry_run::ThreadsDryRun;
 use wire::{answer, id_of, local_refusal, transport, ContainerStatus, Op, NETWORK};
 
-use crate::config::Secret;
-use crate::publish::network::{
+use crate::vars::Secret;
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
 
@@ -77,34 +82,50 @@ const CLOCK_SLACK_S: i64 = 600;
 const MEDIA_FIELDS: &str = "id,permalink";
 const LIST_FIELDS: &str = "id,permalink,text,timestamp";
 
-/// What Threads offers for exactly-once, in the terms of today's [`Capabilities`]: the
-/// account's posts can be read back, and reading (the container's status first) is what
-/// settles a lost answer.
+/// What Threads offers: a container publishes at most once and its status says whether it
+/// did ([`Idempotency::Container`]); the account's posts can be read back; 500 characters,
+/// an emoji as its UTF-8 bytes; JPEG or PNG up to 8 MB, fetched by Threads itself from the
+/// draft's public URL.
 pub fn capabilities() -> Capabilities {
     Capabilities {
+        idempotency: Idempotency::Container,
         reads_back: true,
-        ..Capabilities::default()
+        text: TextLimit {
+            max: text::MAX_TEXT,
+            counting: Counting::CharsEmojiBytes,
+        },
+        images: ImageLimits {
+            formats: &["image/jpeg", "image/png"],
+            max_bytes: 8 * 1024 * 1024,
+            // Width 320–1440 px (a wider image is scaled down), aspect ratio up to 10:1: no
+            // limit on the pixels as such.
+            max_pixels: None,
+        },
+        // The first URL becomes the link preview; at most 5 links (API-NOTES).
+        links: Links::AsText,
+        fetches_image: true,
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The request.
 
-/// The image as Threads takes it: its public URL (Threads fetches it) and its alt text.
-pub fn image_ref(url: &str, alt: Option<&str>) -> MediaRef {
-    let mut v = json!({ "image_url": url });
+/// The image as [`NetworkAdapter::upload`] answers it: its alt text only. Threads fetches the
+/// image itself; its URL comes with [`NetworkAdapter::stage`].
+pub fn media_ref(alt: Option<&str>) -> MediaRef {
+    let mut v = json!({ "image": "fetched by Threads from the draft's URL" });
     if let Some(alt) = alt.map(str::trim).filter(|a| !a.is_empty()) {
         v["alt_text"] = json!(alt);
     }
     MediaRef(v)
 }
 
-/// The kept request before [`ThreadsAdapter::stage`]: the container's fields, as
-/// `POST /{user}/threads` sends them (less the token). Shared with the dry run.
+/// The kept request before [`NetworkAdapter::stage`]: the container's fields, as
+/// `POST /{user}/threads` sends them (less the token and the image URL, which the stage adds).
+/// Shared with the dry run.
 pub fn prepared(text: &str, media: &MediaRef) -> PreparedPost {
     let mut container = json!({
         "media_type": "IMAGE",
-        "image_url": media.0.get("image_url").cloned().unwrap_or(Value::Null),
         "text": text,
     });
     if let Some(alt) = media.0.get("alt_text").and_then(Value::as_str) {
@@ -150,11 +171,18 @@ fn container_fields(post: &PreparedPost) -> Result<Vec<(&'static str, String)>, 
     Ok(fields)
 }
 
-/// The draft's public image URL, which Threads fetches itself.
-// Phase 1: today's `Media` carries no URL; the registry's `Media` gets one.
-fn image_url(media: &Media) -> Option<&str> {
-    let _ = media;
-    None
+/// `post` with the draft's image URL in its container, or why it cannot have it: Threads
+/// fetches the image itself, so a local file (the CLI's drafts) cannot go to it.
+fn with_image(post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+    let image = image.trim();
+    if !(image.starts_with("https://") || image.starts_with("http://")) {
+        return Err(local_refusal(
+            "Threads fetches the image itself from its public URL, and this draft's cover is a local file".into(),
+        ));
+    }
+    let mut post = post.clone();
+    post.body["container"]["image_url"] = json!(image);
+    Ok(post)
 }
 
 /// A path segment: everything but RFC 3986's unreserved characters percent-encoded.
@@ -191,9 +219,8 @@ fn cannot_publish(container: &str, status: &ContainerStatus) -> PostError {
         ),
         _ => "it was not published within 24 hours".to_owned(),
     };
-    PostError::Rejected {
+    PostError::Gone {
         network: NETWORK,
-        status: 410,
         message: format!(
             "the container {container} is {} ({why}): nothing was posted from it, and nothing can be; a new attempt makes a new container",
             status.as_str()
@@ -333,20 +360,13 @@ impl ThreadsAdapter {
         }
     }
 
-    /// Makes the container of `post` (`POST /{user}/threads`: `media_type=IMAGE`,
-    /// `image_url`, `text`, `alt_text`) and answers `post` with its id as `creation_id`, to be
-    /// stored in the intent before anything is published. Waits for `FINISHED` for most of the
-    /// budget; a container still in progress is handed on (`create` waits again), one in
-    /// `ERROR` is refused here, before any intent. Safe to repeat: a container no kept request
-    /// names is never published. A post already staged is answered as it is.
-    ///
-    /// # Errors
-    /// The container could not be made, or Threads could not make a post of it.
-    pub async fn stage(&self, post: &PreparedPost) -> Result<PreparedPost, PostError> {
+    /// [`NetworkAdapter::stage`].
+    async fn stage_with(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
         if creation_id(post).is_some() {
             return Ok(post.clone());
         }
-        self.stage_once(post).await.map_err(|e| self.clean(e))
+        let post = with_image(post, image)?;
+        self.stage_once(&post).await.map_err(|e| self.clean(e))
     }
 
     async fn stage_once(&self, post: &PreparedPost) -> Result<PreparedPost, PostError> {
@@ -512,8 +532,7 @@ impl ThreadsAdapter {
 #[async_trait]
 impl NetworkAdapter for ThreadsAdapter {
     fn network(&self) -> Network {
-        // Phase 1: the registry adds `Network::Threads`.
-        Network::Bluesky
+        Network::Threads
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -532,19 +551,25 @@ impl NetworkAdapter for ThreadsAdapter {
         text::threads_len(text)
     }
 
-    /// Sends nothing: Threads fetches the image from the draft's public URL, which the
-    /// reference carries with the alt text.
+    /// Sends nothing: Threads fetches the image itself from the draft's URL (see
+    /// [`NetworkAdapter::stage`]); the reference carries the alt text.
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
-        match image_url(media) {
-            Some(url) => Ok(image_ref(url, media.alt.as_deref())),
-            None => Err(local_refusal(
-                "Threads fetches the image itself, so the cover must be a public URL, not a local file".into(),
-            )),
-        }
+        Ok(media_ref(media.alt.as_deref()))
     }
 
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
         prepared(text, media)
+    }
+
+    /// Makes the container of `post` with `image`, the draft's own URL
+    /// (`POST /{user}/threads`: `media_type=IMAGE`, `image_url`, `text`, `alt_text`), and
+    /// answers `post` with its id as `creation_id`, to be stored in the intent before anything
+    /// is published. Waits for `FINISHED` for most of the budget; a container still in
+    /// progress is handed on (`create` waits again), one in `ERROR` is refused here, before any
+    /// intent. Safe to repeat: a container no kept request names is never published. A post
+    /// already staged is answered as it is.
+    async fn stage(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+        self.stage_with(post, image).await
     }
 
     /// Waits for the kept container to be `FINISHED`, publishes it once

@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::publish::network::PostError;
+use crate::networks::PostError;
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Threads";
@@ -340,6 +340,10 @@ pub fn redact(token: &str, e: PostError) -> PostError {
             message: redact_text(token, message),
         },
         PostError::NotReady { network, message } => PostError::NotReady {
+            network,
+            message: redact_text(token, message),
+        },
+        PostError::Gone { network, message } => PostError::Gone {
             network,
             message: redact_text(token, message),
         },
