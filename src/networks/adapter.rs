@@ -128,6 +128,48 @@ impl PostError {
         )
     }
 
+    /// The same error with every message passed through `f` (redaction).
+    #[must_use]
+    pub fn map_message(self, f: impl Fn(String) -> String) -> Self {
+        match self {
+            Self::NotSent { network, message } => Self::NotSent {
+                network,
+                message: f(message),
+            },
+            Self::RateLimited {
+                network,
+                retry_after,
+                message,
+            } => Self::RateLimited {
+                network,
+                retry_after,
+                message: f(message),
+            },
+            Self::Rejected {
+                network,
+                status,
+                message,
+            } => Self::Rejected {
+                network,
+                status,
+                message: f(message),
+            },
+            Self::InDoubt { network, message } => Self::InDoubt {
+                network,
+                message: f(message),
+            },
+            Self::ReadRefused { network, message } => Self::ReadRefused {
+                network,
+                message: f(message),
+            },
+            Self::NotReady { network, message } => Self::NotReady {
+                network,
+                message: f(message),
+            },
+            Self::AlreadyExists { .. } => self,
+        }
+    }
+
     /// Whether a create that failed this way may nevertheless have created the post.
     pub fn may_exist(&self) -> bool {
         matches!(self, Self::InDoubt { .. })
