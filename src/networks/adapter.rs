@@ -166,6 +166,10 @@ impl PostError {
                 network,
                 message: f(message),
             },
+            Self::Gone { network, message } => Self::Gone {
+                network,
+                message: f(message),
+            },
             Self::AlreadyExists { .. } => self,
         }
     }

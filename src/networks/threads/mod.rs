@@ -51,10 +51,13 @@ use serde_json::{json, Value};
 
 pub use config::DEFINITION;
 pub use dry_run::ThreadsDryRun;
-use wire::{answer, id_of, local_refusal, transport, ContainerStatus, Op, NETWORK};
+use wire::{
+    answer, id_of, local_refusal, transport, ContainerStatus, Op, NETWORK, TOKEN_PLACEHOLDER,
+};
 
 use crate::vars::Secret;
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::http::Redactor;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -237,6 +240,8 @@ pub struct ThreadsAdapter {
     base: String,
     user: String,
     token: Secret,
+    /// Keeps the token out of every message that leaves the adapter.
+    redactor: Redactor,
     budget: Duration,
     page_size: u8,
     max_pages: u32,
@@ -267,6 +272,7 @@ impl ThreadsAdapter {
             } else {
                 user.to_owned()
             },
+            redactor: Redactor::default().hide(&token, TOKEN_PLACEHOLDER),
             token,
             budget: DEFAULT_BUDGET,
             page_size: LIST_PAGE_SIZE,
@@ -290,7 +296,7 @@ impl ThreadsAdapter {
     }
 
     fn clean(&self, e: PostError) -> PostError {
-        wire::redact(self.token.expose(), e)
+        self.redactor.error(e)
     }
 
     fn url(&self, path: &str) -> String {

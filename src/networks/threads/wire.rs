@@ -3,12 +3,11 @@
 //! posts, Threads' timestamps, and the redaction of the token (which travels as the
 //! `access_token` parameter, so a server or a library could echo it).
 
-use std::time::Duration;
-
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::networks::http::{self, Answer};
 use crate::networks::PostError;
 
 /// How [`PostError`]s name this network.
@@ -144,15 +143,6 @@ pub const PARAMETER_CODE: i64 = 100;
 /// temporarily unavailable"): as a 5xx.
 pub const SERVER_CODES: [i64; 2] = [1, 2];
 
-/// `Retry-After` in seconds, when the answer carries one (the Graph API rarely does).
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-}
-
 /// Turns a non-2xx answer into a [`PostError`] whose message names the fix.
 pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let graph = GraphError::parse(body);
@@ -184,7 +174,7 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
         };
         return PostError::RateLimited {
             network: NETWORK,
-            retry_after: retry_after(headers),
+            retry_after: http::retry_after_seconds(headers),
             message: format!("{what}: {detail}"),
         };
     }
@@ -227,19 +217,6 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
     }
 }
 
-/// The error and its causes, one line, without the URL (which carries the token).
-pub fn chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut parts = vec![e.to_string()];
-    let mut src = std::error::Error::source(&e);
-    while let Some(err) = src {
-        parts.push(err.to_string());
-        src = err.source();
-    }
-    parts.dedup();
-    parts.join(": ")
-}
-
 /// A refusal made here, before anything was sent.
 pub fn local_refusal(message: String) -> PostError {
     PostError::Rejected {
@@ -249,44 +226,18 @@ pub fn local_refusal(message: String) -> PostError {
     }
 }
 
-/// A failure below HTTP: nothing sent (connect, DNS, a request that could not be built), or
-/// sent with no clear answer (timeout after sending, a broken exchange, an unreadable body).
+/// A failure below HTTP ([`http::transport`]), as Threads'.
 pub fn transport(e: reqwest::Error) -> PostError {
-    if e.is_builder() {
-        return local_refusal(format!(
-            "the request could not be built (check THREADS_API_URL and THREADS_USER_ID): {}",
-            chain(e)
-        ));
-    }
-    if e.is_connect() {
-        return PostError::NotSent {
-            network: NETWORK,
-            message: chain(e),
-        };
-    }
-    let message = if e.is_timeout() {
-        format!("no answer in time ({})", chain(e))
-    } else {
-        chain(e)
-    };
-    PostError::InDoubt {
-        network: NETWORK,
-        message,
-    }
+    http::transport(NETWORK, e)
 }
 
 /// A 2xx answer's JSON, or the answer described as a [`PostError`].
 pub async fn answer(resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await.map_err(transport)?;
-    if (200..300).contains(&status) {
-        return serde_json::from_str(&body).map_err(|_| PostError::InDoubt {
-            network: NETWORK,
-            message: format!("Threads answered {status} with a body that is not JSON"),
-        });
+    let a = Answer::read(NETWORK, resp).await?;
+    if a.is_success() {
+        return a.json(NETWORK);
     }
-    Err(classify(op, status, &headers, &body))
+    Err(classify(op, a.status, &a.headers, &a.body))
 }
 
 /// The `id` of an answer (`{"id":"17889615691921648"}`).
@@ -295,59 +246,6 @@ pub fn id_of(v: &Value) -> Option<String> {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
-    }
-}
-
-fn redact_text(token: &str, text: String) -> String {
-    if token.is_empty() || !text.contains(token) {
-        text
-    } else {
-        text.replace(token, TOKEN_PLACEHOLDER)
-    }
-}
-
-/// Removes the token from every message of an error.
-pub fn redact(token: &str, e: PostError) -> PostError {
-    match e {
-        PostError::NotSent { network, message } => PostError::NotSent {
-            network,
-            message: redact_text(token, message),
-        },
-        PostError::RateLimited {
-            network,
-            retry_after,
-            message,
-        } => PostError::RateLimited {
-            network,
-            retry_after,
-            message: redact_text(token, message),
-        },
-        PostError::Rejected {
-            network,
-            status,
-            message,
-        } => PostError::Rejected {
-            network,
-            status,
-            message: redact_text(token, message),
-        },
-        PostError::InDoubt { network, message } => PostError::InDoubt {
-            network,
-            message: redact_text(token, message),
-        },
-        PostError::ReadRefused { network, message } => PostError::ReadRefused {
-            network,
-            message: redact_text(token, message),
-        },
-        PostError::NotReady { network, message } => PostError::NotReady {
-            network,
-            message: redact_text(token, message),
-        },
-        PostError::Gone { network, message } => PostError::Gone {
-            network,
-            message: redact_text(token, message),
-        },
-        e @ PostError::AlreadyExists { .. } => e,
     }
 }
 
@@ -432,6 +330,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+    use std::time::Duration;
     use serde_json::json;
 
     fn graph(code: i64, sub: Option<i64>) -> String {
@@ -517,15 +416,5 @@ mod tests {
         assert_eq!(parse_timestamp("2026-12-02T11:15:00+01:00"), Some(t));
         assert_eq!(parse_timestamp("2026-12-02T11:15:00+0100"), Some(t));
         assert_eq!(parse_timestamp("yesterday"), None);
-    }
-
-    #[test]
-    fn redaction() {
-        let e = PostError::Rejected {
-            network: NETWORK,
-            status: 400,
-            message: "bad token tok123 here".into(),
-        };
-        assert!(!redact("tok123", e).to_string().contains("tok123"));
     }
 }
