@@ -339,3 +339,20 @@ async fn a_revoked_token_is_permanent_and_a_used_up_quota_is_a_rate_limit() {
     );
     assert_eq!(t.posts_created(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_threads_is_a_dry_run_that_sends_nothing() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET, ("THREADS_ACCESS_TOKEN", "")]).await;
+    let key = env.key();
+    let o = run(&env, &key, true).await;
+    println!("dry run: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
+    assert!(th.dry_run, "{o:?}");
+    assert!(th
+        .id
+        .as_deref()
+        .is_some_and(postonce::networks::is_dry_run_urn));
+    assert_eq!(env.threads().requests(), 0, "nothing sent to Threads");
+}

@@ -458,6 +458,9 @@ impl Lane {
                 "Nothing is re-sent for {quiet}s (the request may still be in flight); then, within {}s of the attempt, the identical request is re-sent so {on}'s duplicate check can tell. Otherwise check {on} and tell me",
                 self.settings.reconcile_window.as_secs()
             ),
+            Settle::ReadBack if self.adapter.capabilities().idempotency == Idempotency::Container => format!(
+                "Nothing is re-sent for {quiet}s (the request may still be in flight); then the kept container's status on {on} says: published, it is recorded; ready, the same container is published again; expired or failed, nothing was posted"
+            ),
             Settle::ReadBack => format!(
                 "Nothing is re-sent for {quiet}s (the request may still be in flight); then the account's recent posts on {on} are read for this exact text: found, it is recorded; not found, it is sent again"
             ),
