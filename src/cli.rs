@@ -420,7 +420,7 @@ const SERVE_DATABASE_POOL: usize = 16;
 /// `postonce db migrate`.
 #[cfg(feature = "postgres")]
 async fn db_migrate(config: &Config) -> i32 {
-    let db = match crate::postgres::Database::from_config(config) {
+    let db = match config.database() {
         Ok(Some(db)) => db,
         Ok(None) => {
             return bad_input(

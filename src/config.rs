@@ -146,6 +146,20 @@ fn parse_targets(var: &'static str, list: &str) -> Result<Vec<Network>, ConfigEr
 }
 
 impl Config {
+    /// The PostgreSQL database (`None` without `DATABASE_URL`), its pool not yet connected.
+    ///
+    /// # Errors
+    /// As [`crate::postgres::Database::new`].
+    #[cfg(feature = "postgres")]
+    pub fn database(&self) -> Result<Option<crate::postgres::Database>, String> {
+        self.database_url
+            .as_ref()
+            .map(|url| {
+                crate::postgres::Database::new(url, self.timeouts.database, self.database_pool)
+            })
+            .transpose()
+    }
+
     /// `network`'s own configuration as its folder's type `T` (e.g.
     /// [`crate::networks::x::config::XConfig`]); `None` for another type.
     pub fn network<T: 'static>(&self, network: Network) -> Option<&T> {

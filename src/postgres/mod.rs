@@ -16,7 +16,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
-use crate::config::{Config, Secret};
+use crate::vars::Secret;
 use tls::Verify;
 
 /// A failed database call. `unknown`: the statement may or may not have taken effect (the
@@ -190,18 +190,6 @@ impl Database {
             .build()
             .map_err(|e| format!("DATABASE_URL: cannot build the connection pool ({e})"))?;
         Ok(Self { pool, budget })
-    }
-
-    /// The database from `config` (`None` without `DATABASE_URL`).
-    ///
-    /// # Errors
-    /// As [`Self::new`].
-    pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
-        config
-            .database_url
-            .as_ref()
-            .map(|url| Self::new(url, config.timeouts.database, config.database_pool))
-            .transpose()
     }
 
     /// The per-statement budget.
