@@ -13,4 +13,5 @@ pub mod serve;
 pub mod services;
 pub mod telegram;
 pub mod tg_channel;
+pub mod threads;
 pub mod x;

@@ -795,6 +795,10 @@ fn redact(token: &Secret, e: PostError) -> PostError {
             network,
             message: redact_text(t, message),
         },
+        PostError::Gone { network, message } => PostError::Gone {
+            network,
+            message: redact_text(t, message),
+        },
         e @ PostError::AlreadyExists { .. } => e,
     }
 }
