@@ -281,7 +281,7 @@ async fn crash_chaos_five_targets_no_duplicates_no_lost_per_target() {
         "no duplicate at Bluesky"
     );
     // Every target not posted is told (the channel: at once, nothing can check it) or due.
-    let told = told_or_due(&env, &keys, NETWORKS).await;
+    let told = told_or_due(&env, &keys, &NETWORKS).await;
     println!("not posted, per network: (told once, due for the sweeper) {told:?}");
 }
 

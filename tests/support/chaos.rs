@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use postonce::key::PostKey;
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 use postonce::record::DraftStatus;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
