@@ -37,6 +37,7 @@ use tokio::sync::OnceCell;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::networks::http::{self, Answer, Redactor};
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::networks::show::{show, ShownBody};
 use crate::networks::{
@@ -603,14 +604,15 @@ pub enum Op {
 /// When a 429 ends: `X-RateLimit-Reset` (an ISO 8601 time), else `Retry-After` (seconds),
 /// counted from now.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(reset) = get("x-ratelimit-reset").and_then(parse_time_ms) {
+    let reset = headers
+        .get("x-ratelimit-reset")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_time_ms);
+    if let Some(reset) = reset {
         let wait = u64::try_from(reset.saturating_sub(now_ms())).unwrap_or(0);
         return Some(Duration::from_millis(wait));
     }
-    get("retry-after")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
+    http::retry_after_seconds(headers)
 }
 
 /// Turns a non-2xx answer into a [`PostError`] whose message names the fix (API-NOTES.md
@@ -691,112 +693,26 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
     }
 }
 
-/// The error and its causes, one line, without the URL.
-fn chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut parts = vec![e.to_string()];
-    let mut src = std::error::Error::source(&e);
-    while let Some(err) = src {
-        parts.push(err.to_string());
-        src = err.source();
-    }
-    parts.dedup();
-    parts.join(": ")
-}
-
-/// A failure below HTTP: nothing sent (connect, DNS, a request that could not be built), or
-/// sent with no clear answer (timeout after sending, a broken exchange, an unreadable body).
+/// A failure below HTTP, as [`http::transport`] describes it, except a request that could not
+/// be built: that is refused here, naming `MASTODON_URL` (trying again will not fix it).
 fn transport(e: reqwest::Error) -> PostError {
     if e.is_builder() {
         return local_refusal(format!(
             "the request could not be built (check MASTODON_URL): {}",
-            chain(e)
+            http::chain(e)
         ));
     }
-    if e.is_connect() {
-        return PostError::NotSent {
-            network: NETWORK,
-            message: chain(e),
-        };
-    }
-    let message = if e.is_timeout() {
-        format!("no answer in time ({})", chain(e))
-    } else {
-        chain(e)
-    };
-    PostError::InDoubt {
-        network: NETWORK,
-        message,
-    }
+    http::transport(NETWORK, e)
 }
 
-/// A 2xx answer's status, headers and JSON, or the answer described as a [`PostError`].
-async fn answer(resp: reqwest::Response, op: Op) -> Result<(u16, HeaderMap, Value), PostError> {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await.map_err(transport)?;
-    if (200..300).contains(&status) {
-        if body.trim().is_empty() {
-            return Ok((status, headers, Value::Null));
-        }
-        return serde_json::from_str(&body)
-            .map(|v| (status, headers, v))
-            .map_err(|_| PostError::InDoubt {
-                network: NETWORK,
-                message: format!("Mastodon answered {status} with a body that is not JSON"),
-            });
+/// A 2xx answer and its JSON, or the answer described by [`classify`].
+async fn answer(resp: reqwest::Response, op: Op) -> Result<(Answer, Value), PostError> {
+    let a = Answer::read(NETWORK, resp).await?;
+    if !a.is_success() {
+        return Err(classify(op, a.status, &a.headers, &a.body));
     }
-    Err(classify(op, status, &headers, &body))
-}
-
-fn redact_text(token: &str, text: String) -> String {
-    if token.is_empty() || !text.contains(token) {
-        text
-    } else {
-        text.replace(token, TOKEN_PLACEHOLDER)
-    }
-}
-
-/// Removes the token from every message of an error.
-fn redact(token: &Secret, e: PostError) -> PostError {
-    let t = token.expose();
-    match e {
-        PostError::NotSent { network, message } => PostError::NotSent {
-            network,
-            message: redact_text(t, message),
-        },
-        PostError::RateLimited {
-            network,
-            retry_after,
-            message,
-        } => PostError::RateLimited {
-            network,
-            retry_after,
-            message: redact_text(t, message),
-        },
-        PostError::Rejected {
-            network,
-            status,
-            message,
-        } => PostError::Rejected {
-            network,
-            status,
-            message: redact_text(t, message),
-        },
-        PostError::InDoubt { network, message } => PostError::InDoubt {
-            network,
-            message: redact_text(t, message),
-        },
-        PostError::ReadRefused { network, message } => PostError::ReadRefused {
-            network,
-            message: redact_text(t, message),
-        },
-        PostError::NotReady { network, message } => PostError::NotReady {
-            network,
-            message: redact_text(t, message),
-        },
-        e @ PostError::AlreadyExists { .. } => e,
-    }
+    let v = a.json(NETWORK)?;
+    Ok((a, v))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -846,6 +762,8 @@ pub struct MastodonAdapter {
     http: reqwest::Client,
     base: String,
     token: Secret,
+    /// Keeps the token out of every message leaving the adapter.
+    redactor: Redactor,
     language: Option<String>,
     limits: Limits,
     /// The account, read once per process by `verify_credentials`.
@@ -937,6 +855,7 @@ impl MastodonAdapter {
         Self {
             http,
             base: instance_url.trim().trim_end_matches('/').to_owned(),
+            redactor: Redactor::default().hide(&token, TOKEN_PLACEHOLDER),
             token,
             language: None,
             limits: Limits::new(DEFAULT_MAX_CHARACTERS, DEFAULT_IMAGE_SIZE_LIMIT),
@@ -1021,7 +940,7 @@ impl MastodonAdapter {
                 .send()
                 .await
                 .map_err(transport)?;
-            let (_, _, v) = answer(resp, Op::Instance).await?;
+            let (_, v) = answer(resp, Op::Instance).await?;
             let number = |p: &str| {
                 v.pointer(p)
                     .and_then(Value::as_u64)
@@ -1056,7 +975,7 @@ impl MastodonAdapter {
     }
 
     fn clean(&self, e: PostError) -> PostError {
-        redact(&self.token, e)
+        self.redactor.error(e)
     }
 
     fn get(&self, path: &str) -> reqwest::RequestBuilder {
@@ -1078,7 +997,7 @@ impl MastodonAdapter {
             .send()
             .await
             .map_err(transport)?;
-        let (_, _, v) = answer(resp, op).await?;
+        let (_, v) = answer(resp, op).await?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
         match text("id") {
             Some(id) => Ok(Account {
@@ -1126,8 +1045,8 @@ impl MastodonAdapter {
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(POLL_MAX);
             let resp = self.get(&path).send().await.map_err(transport)?;
-            let (status, _, _) = answer(resp, Op::Upload).await?;
-            match status {
+            let (a, _) = answer(resp, Op::Upload).await?;
+            match a.status {
                 206 => {}
                 _ => return Ok(()),
             }
@@ -1202,7 +1121,8 @@ impl MastodonAdapter {
             .send()
             .await
             .map_err(transport)?;
-        let (status, _, v) = answer(resp, Op::Upload).await?;
+        let (a, v) = answer(resp, Op::Upload).await?;
+        let status = a.status;
         let Some(id) = v.get("id").and_then(Value::as_str).map(str::to_owned) else {
             return Err(PostError::InDoubt {
                 network: NETWORK,
@@ -1288,7 +1208,7 @@ impl MastodonAdapter {
                 path.push_str(&utf8_percent_encode(m, NON_ALPHANUMERIC).to_string());
             }
             let resp = self.get(&path).send().await.map_err(transport)?;
-            let (_, headers, page) = answer(resp, Op::Read).await?;
+            let (a, page) = answer(resp, Op::Read).await?;
             let statuses = page.as_array().map(Vec::as_slice).unwrap_or_default();
             let mut reached_older = false;
             for s in statuses {
@@ -1310,7 +1230,7 @@ impl MastodonAdapter {
             if reached_older || statuses.is_empty() {
                 return Ok(None);
             }
-            max_id = next_max_id(&headers).or_else(|| {
+            max_id = next_max_id(&a.headers).or_else(|| {
                 (statuses.len() >= usize::from(self.page_size))
                     .then(|| statuses.last()?.get("id")?.as_str().map(str::to_owned))
                     .flatten()
