@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::text::status_len;
-use super::wire::{file_name, language as language_setting, prepared, Limits};
+use super::wire::{self, file_name, prepared, Limits};
 use super::{capabilities, DRY_RUN_MARK, FIND_PAGE_SIZE};
 use crate::networks::show::{show, ShownBody};
 use crate::networks::{
@@ -44,7 +44,7 @@ impl MastodonDryRun {
 
     #[must_use]
     pub fn with_language(mut self, language: &str) -> Self {
-        self.language = language_setting(language);
+        self.language = wire::language(language);
         self
     }
 }

@@ -220,8 +220,9 @@ impl MastodonAdapter {
         self.limits.image_size_limit()
     }
 
-    /// Reads the instance's limits from `GET /api/v2/instance` ([`Limits::read_instance`]),
-    /// keeps them for [`NetworkAdapter::max_text`],
+    /// Reads the instance's limits from `GET /api/v2/instance`
+    /// (`configuration.statuses.max_characters`, `configuration.media_attachments.image_size_limit`,
+    /// and `characters_reserved_per_url`), keeps them for [`NetworkAdapter::max_text`],
     /// [`NetworkAdapter::text_len`] and the upload's size check, and returns
     /// `(max_characters, image_size_limit)`. A limit the instance does not state keeps its
     /// current value.

@@ -11,22 +11,32 @@ use unicode_segmentation::UnicodeSegmentation;
 /// mention `@user@domain` counts as `@user`. URLs without a scheme count by their letters (the
 /// server extracts only URLs with a protocol for this).
 pub fn status_len(text: &str, per_url: usize) -> usize {
+    short_mentions(text, |_, out| {
+        out.extend(std::iter::repeat_n('\u{1}', per_url));
+    })
+    .graphemes(true)
+    .count()
+}
+
+/// `text` with every mention `@user@domain` as `@user`, and every `http(s)://` URL (where an
+/// `@` is not a mention) written by `url`.
+fn short_mentions(text: &str, mut url: impl FnMut(&[char], &mut String)) -> String {
     let chars: Vec<char> = text.chars().collect();
-    let mut countable = String::with_capacity(text.len());
+    let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < chars.len() {
         if let Some(end) = url_at(&chars, i) {
-            countable.extend(std::iter::repeat_n('\u{1}', per_url));
+            url(&chars[i..end], &mut out);
             i = end;
         } else if let Some((user_end, end)) = mention_at(&chars, i) {
-            countable.extend(&chars[i..user_end]);
+            out.extend(&chars[i..user_end]);
             i = end;
         } else {
-            countable.push(chars[i]);
+            out.push(chars[i]);
             i += 1;
         }
     }
-    countable.graphemes(true).count()
+    out
 }
 
 fn is_word(c: char) -> bool {
@@ -260,22 +270,7 @@ pub fn comparable(text: &str) -> String {
         }
         collapsed.push(c);
     }
-    let chars: Vec<char> = collapsed.chars().collect();
-    let mut out = String::with_capacity(collapsed.len());
-    let mut i = 0;
-    while i < chars.len() {
-        if let Some(end) = url_at(&chars, i) {
-            out.extend(&chars[i..end]);
-            i = end;
-        } else if let Some((user_end, end)) = mention_at(&chars, i) {
-            out.extend(&chars[i..user_end]);
-            i = end;
-        } else {
-            out.push(chars[i]);
-            i += 1;
-        }
-    }
-    out
+    short_mentions(&collapsed, |url, out| out.extend(url))
 }
 
 /// The text of a status as it was sent, in [`comparable`] form: its `text` when the server
