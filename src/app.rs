@@ -37,7 +37,7 @@ pub struct App {
     pub http: reqwest::Client,
 }
 
-/// The client used for LinkedIn and Telegram: rustls, no redirects (a redirect would carry the
+/// The client used for every network and Telegram: rustls, no redirects (a redirect would carry the
 /// token elsewhere), bounded connect and total time under the per-call budgets.
 ///
 /// # Errors
@@ -125,8 +125,8 @@ impl App {
         // Each target's state lives in the real stores, or in the dry-run ones when its
         // adapter is a dry run: a dry run never touches real state. Each store is built once.
         let mut stores: Vec<(bool, Stores)> = Vec::new();
-        // A network that logs in (Bluesky) keeps its session in the real record store, so that
-        // a new process does not log in again (createSession is limited to 30 per 5 minutes).
+        // A network that logs in keeps its session in the real record store, so that
+        // a new process does not log in again (logins are rate-limited).
         let sessions = if config.networks.values().any(|n| n.keeps_sessions()) {
             let real = Stores::build(&config, &db, false).await?;
             stores.push((false, real.clone()));

@@ -17,14 +17,14 @@ pub const MAX_KIND_LEN: usize = 16;
 /// A validated draft key. Construct it with [`PostKey::new`] or [`PostKey::parse`].
 ///
 /// A key may name one target of the draft ([`PostKey::on`]): every per-target name is then
-/// `<kind>-<slug>@<network>` (`claim:`, `posted:`, `draft:`), except LinkedIn's, which keeps
-/// the bare key so that records written before targets existed still count (DESIGN.md
-/// "Targets").
+/// `<kind>-<slug>@<network>` (`claim:`, `posted:`, `draft:`), except the first network's
+/// ([`Network::bare_names`]), which keeps the bare key so that records written before targets
+/// existed still count (DESIGN.md "Targets").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PostKey {
     kind: String,
     slug: String,
-    /// The target this key names; `None` is LinkedIn (the bare key).
+    /// The target this key names; `None` is the first network (the bare key).
     target: Option<Network>,
 }
 
@@ -39,7 +39,7 @@ pub enum KeyError {
     TooLong(String),
     #[error("key {0:?} is invalid: expected <kind>-<slug>, e.g. blog-hello-world")]
     Shape(String),
-    #[error("target {0:?} is unknown: use linkedin, x, telegram, mastodon or bluesky")]
+    #[error("target {0:?} is unknown: use {names}", names = Network::names())]
     Target(String),
 }
 
@@ -123,12 +123,12 @@ impl PostKey {
         }
     }
 
-    /// The network this key's per-target names belong to (the bare key is LinkedIn's).
+    /// The network this key's per-target names belong to (the bare key is the first network's).
     pub fn network(&self) -> Network {
         self.target.unwrap_or_default()
     }
 
-    /// Whether the key named a target other than LinkedIn explicitly.
+    /// Whether the key named a target other than the first network explicitly.
     pub fn has_target(&self) -> bool {
         self.target.is_some()
     }

@@ -53,7 +53,7 @@ pub struct TargetOutcome {
     pub id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The network's content id of the post (Bluesky's record cid), when it has one.
+    /// The network's content id of the post (an AT Protocol record's cid), when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cid: Option<String>,
     pub retryable: bool,
@@ -78,7 +78,7 @@ pub struct Outcome {
     /// The post's public URL, when the network gave one or it can be built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The post's content id on its network (Bluesky's record cid), when it has one; shown
+    /// The post's content id on its network (an AT Protocol record's cid), when it has one; shown
     /// in the target's entry of `targets`.
     #[serde(skip)]
     pub cid: Option<String>,

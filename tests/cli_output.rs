@@ -159,7 +159,9 @@ fn help_and_doctor_name_what_exists() {
         !help.contains("Publish a draft to LinkedIn exactly once"),
         "{help}"
     );
-    for network in ["LinkedIn", "X", "Telegram", "Mastodon", "Bluesky"] {
+    for network in [
+        "LinkedIn", "X", "Telegram", "Mastodon", "Bluesky", "Threads",
+    ] {
         assert!(help.contains(network), "{network} missing from: {help}");
     }
     assert!(help.contains("-v, --verbose"), "{help}");

@@ -19,6 +19,16 @@ use crate::triggers::Router;
 mod output;
 use output::{print_outcome, print_waiting, schedule_list, status, status_all};
 
+/// The one-line description: every network of the registry, by its label.
+fn about() -> String {
+    let labels: Vec<&str> = Network::ALL.iter().map(|n| n.label()).collect();
+    let listed = match labels.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => labels.join(""),
+    };
+    format!("Publish a draft to {listed}, each exactly once, and report it in Telegram")
+}
+
 /// Exit code for bad input or configuration.
 pub const EXIT_BAD_INPUT: i32 = 2;
 
@@ -26,7 +36,7 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 #[command(
     name = "postonce",
     version,
-    about = "Publish a draft to LinkedIn, X, a Telegram channel, Mastodon and Bluesky, each exactly once, and report it in Telegram"
+    about = about()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -474,7 +484,10 @@ fn post_request(
     let mut networks = Vec::new();
     for name in targets {
         let n = Network::parse(name.trim()).ok_or_else(|| {
-            format!("--targets: {name:?} is not a network: use linkedin, x, telegram, mastodon or bluesky")
+            format!(
+                "--targets: {name:?} is not a network: use {}",
+                Network::names()
+            )
         })?;
         if !networks.contains(&n) {
             networks.push(n);
@@ -486,7 +499,10 @@ fn post_request(
             .split_once('=')
             .ok_or_else(|| format!("--caption-for {pair:?}: expected NETWORK=TEXT"))?;
         let n = Network::parse(name.trim()).ok_or_else(|| {
-            format!("--caption-for: {name:?} is not a network: use linkedin, x, telegram, mastodon or bluesky")
+            format!(
+                "--caption-for: {name:?} is not a network: use {}",
+                Network::names()
+            )
         })?;
         if text.trim().is_empty() {
             return Err(format!("--caption-for {name}=: the caption is empty"));

@@ -77,8 +77,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// How long a posted-but-not-recorded claim is kept (holds the post URN).
     pub posted_claim_ttl: Duration,
-    /// How long after an ambiguous create-post a later run may re-send it to let LinkedIn's
-    /// duplicate answer reveal whether it exists.
+    /// How long after an ambiguous create-post a later run may re-send it to let the
+    /// network's duplicate answer reveal whether it exists (a network whose duplicate answer
+    /// names the post).
     pub reconcile_window: Duration,
     /// The quiet period: how long after an ambiguous create-post no run may re-send it, because
     /// the first request may still be in flight at the network (DESIGN.md "Targets").
@@ -90,9 +91,9 @@ pub struct Config {
     pub min_gap: std::collections::BTreeMap<Network, Duration>,
 }
 
-/// Default quiet period before an ambiguous create may be reconciled. LinkedIn documents no
-/// processing time. Our side keeps a create request open at most its budget (10 s by default,
-/// and never past the HTTP client's [`HTTP_TOTAL_TIMEOUT`]); what LinkedIn does with a request
+/// Default quiet period before an ambiguous create may be reconciled. No network documents
+/// its processing time. Our side keeps a create request open at most its budget (10 s by default,
+/// and never past the HTTP client's [`HTTP_TOTAL_TIMEOUT`]); what a network does with a request
 /// after we stop waiting is bounded by its own gateway timeouts, which for HTTP APIs of this
 /// kind are about a minute. Five minutes is well past both, and well inside the one-hour window
 /// in which its duplicate answer is relied on.

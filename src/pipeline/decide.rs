@@ -174,7 +174,7 @@ impl Lane {
                 .is_some_and(|p| is_dry_run_urn(&p.image_urn));
             if dry_attempt && !self.adapter.is_dry_run() {
                 // A dry run's attempt in the real draft (only an older version could leave
-                // one): nothing was sent to LinkedIn, so there is nothing to reconcile.
+                // one): nothing was sent to the network, so there is nothing to reconcile.
                 tracing::warn!("ignoring a dry run's unknown attempt on the draft");
             } else if req.action != Action::Force {
                 return self.reconcile(req, dl, d, progress).await;

@@ -72,7 +72,7 @@ use crate::record::{
 pub enum Action {
     /// Post (CI webhook, console, CLI) or retry (Telegram Retry, sweeper).
     Post,
-    /// The owner confirms the post is on LinkedIn (`done:<key>`).
+    /// The owner confirms the post is on the network (`done:<key>`).
     Done,
     /// The owner says "post anyway" after an unknown (`force:<key>`).
     Force,
@@ -191,9 +191,9 @@ async fn fault(_name: &str) -> Option<String> {
 pub struct Pipeline {
     /// One lane per network a draft can go to.
     pub lanes: BTreeMap<Network, Arc<Lane>>,
-    /// LinkedIn's claim store (`claim:<key>`), for tools that look at it directly.
+    /// The first network's claim store (`claim:<key>`), for tools that look at it directly.
     pub claims: Arc<dyn ClaimStore>,
-    /// LinkedIn's record store; every real target shares it (each in its own names).
+    /// The first network's record store; every real target shares it (each in its own names).
     pub records: Arc<dyn RecordStore>,
     pub notifier: Arc<dyn Notifier>,
     pub settings: Settings,
@@ -240,8 +240,8 @@ pub(crate) enum Settle {
     /// Nothing can tell: the owner is asked at once and nothing is re-sent (a channel).
     AskOwner,
     /// After the quiet period, replay the identical request with its key: the network answers
-    /// with the post the key already made instead of a new one (Mastodon's `Idempotency-Key`
-    /// within `window`; Bluesky's record key, always). Past `window`, the post is looked up
+    /// with the post the key already made instead of a new one (an idempotency key
+    /// the server remembers for `window`; a record key the client chose, always). Past `window`, the post is looked up
     /// among the account's recent posts; not found, the owner is asked (never a re-send
     /// without the key's protection).
     Replay { window: Option<Duration> },

@@ -35,8 +35,8 @@ impl Sending<'_> {
     }
 }
 
-/// What the intent keeps as the image's name: LinkedIn's image URN (as before targets), or
-/// the adapter's media reference as compact JSON.
+/// What the intent keeps as the image's name: the first network's image URN (as before
+/// targets), or the adapter's media reference as compact JSON.
 fn media_name(media: &MediaRef) -> String {
     match media.0.get("image").and_then(|v| v.as_str()) {
         Some(urn) => urn.to_owned(),
@@ -44,8 +44,8 @@ fn media_name(media: &MediaRef) -> String {
     }
 }
 
-/// The create request an intent keeps. Intents written before targets existed are LinkedIn's
-/// and keep its fields instead.
+/// The create request an intent keeps. Intents written before targets existed are the first
+/// network's and keep its fields instead.
 pub(crate) fn kept_request(pending: &PendingPost) -> PreparedPost {
     pending.request.clone().unwrap_or_else(|| PreparedPost {
         body: serde_json::json!({
@@ -100,8 +100,8 @@ impl Lane {
                 .fail(key, dl, e.to_string(), false, attempts, None)
                 .await;
         }
-        // The image and the part of the upload that needs no image (LinkedIn's
-        // initializeUpload) do not depend on each other: both go out at once.
+        // The image and the part of the upload that needs no image (an upload's
+        // initialization) do not depend on each other: both go out at once.
         let fetch = self.with_retries(
             dl,
             t.image,

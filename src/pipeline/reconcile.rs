@@ -109,7 +109,7 @@ impl Lane {
         let margin = self.settings.timeouts.dynamodb + self.budget;
         let settle = self.settle();
         let expired = matches!(settle, Settle::Replay { window: Some(w) } if age.saturating_add(i64::try_from(margin.as_secs()).unwrap_or(i64::MAX)).saturating_add(1) > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
-        // A record key chosen by the client (Bluesky) is read at that key first: the post is
+        // A record key chosen by the client is read at that key first: the post is
         // recorded on a hit, and replayed only when the key holds nothing.
         let keyed = settle == Settle::Replay { window: None };
         if settle == Settle::ReadBack || expired || keyed {
@@ -311,7 +311,7 @@ impl Lane {
         (o, Finish::Release)
     }
 
-    /// The image a replay carries. A replayed Bluesky record refers to its blob, which the
+    /// The image a replay carries. A replayed record at a client-chosen key refers to its blob, which the
     /// network collects when nothing references it: the adapter uploads it again (same bytes,
     /// same content address) before the replay, so the image is fetched again. The other
     /// networks' kept requests refer to media they still hold, so none is needed; networks whose

@@ -58,7 +58,7 @@ pub struct PostedRecord {
     /// The post's public URL, when the network gave one (X, the channel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The network's content id of the post as recorded (Bluesky's record cid), when it has one.
+    /// The network's content id of the post as recorded (an AT Protocol record's cid), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cid: Option<String>,
 }
@@ -437,7 +437,7 @@ pub trait RecordStore: Send + Sync {
     /// Checks that the store is usable (doctor): a description of what was checked.
     async fn check(&self) -> Result<String, StoreError>;
 
-    /// The secret an adapter keeps under `name` (a network's name, e.g. `bluesky`: its login
+    /// The secret an adapter keeps under `name` (a network's name: its login
     /// session), as it last stored it, strongly consistent; `None` if there is none. The value
     /// is opaque to the store, which never logs or shows it.
     async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError>;

@@ -276,8 +276,9 @@ fn parse_captions(v: &Value) -> Result<BTreeMap<Network, String>, FieldError> {
             return Err(FieldError::new(
                 "captions",
                 format!(
-                    "{:?} is not a network: use linkedin, x, telegram, mastodon or bluesky",
-                    name.chars().take(32).collect::<String>()
+                    "{:?} is not a network: use {}",
+                    name.chars().take(32).collect::<String>(),
+                    Network::names()
                 ),
             ));
         };
@@ -325,8 +326,9 @@ pub fn parse_targets(v: &Value) -> Result<Vec<Network>, FieldError> {
             FieldError::new(
                 "targets",
                 format!(
-                    "{} is not a network: use linkedin, x, telegram, mastodon or bluesky",
-                    item.to_string().chars().take(32).collect::<String>()
+                    "{} is not a network: use {}",
+                    item.to_string().chars().take(32).collect::<String>(),
+                    Network::names()
                 ),
             )
         })?;

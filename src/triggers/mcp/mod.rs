@@ -438,7 +438,10 @@ impl ServerHandler for McpServer {
                     .with_title("postonce: post exactly once"),
             )
             .with_instructions(
-                "postonce publishes a draft (caption and cover image) to LinkedIn, X, a Telegram channel, Mastodon and Bluesky exactly once per key. Name each piece of content with kind \"agent\" and a slug derived from what it is about (never from the time): calling post again with the same key never posts twice, it answers what the first call did. Use preview to see each network's text first, status to see where a key stands.",
+                format!(
+                    "postonce publishes a draft (caption and cover image) to each of its networks ({}) exactly once per key. Name each piece of content with kind \"agent\" and a slug derived from what it is about (never from the time): calling post again with the same key never posts twice, it answers what the first call did. Use preview to see each network's text first, status to see where a key stands.",
+                    crate::networks::Network::names()
+                ),
             );
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         info
