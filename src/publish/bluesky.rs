@@ -12,10 +12,11 @@
 //! request is safe at any time, a day later included. [`BlueskyDryRun`] is the variant without
 //! credentials.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -40,6 +41,11 @@ pub const DEFAULT_PDS: &str = "https://bsky.social";
 pub const MAX_TEXT: usize = 300;
 /// The post text limit in UTF-8 bytes (`maxLength`), the second limit the lexicon sets.
 pub const MAX_TEXT_BYTES: usize = 3000;
+/// The largest image blob sent, in bytes. The lexicon's image `maxSize` was 1,000,000 before
+/// atproto #4823 (2,000,000 since), and older PDSs (the `@atproto/pds` 0.5.35 tried, many
+/// self-hosted ones) still refuse more, and only at `putRecord`, after the upload. A larger
+/// image is refused before any call.
+pub const MAX_IMAGE_BLOB_BYTES: usize = 1_000_000;
 /// The collection posts are written to.
 pub const COLLECTION: &str = "app.bsky.feed.post";
 /// What marks an id the dry run made up.
@@ -257,17 +263,118 @@ fn link_at(text: &str, i: usize) -> Option<Link> {
     Some(Link { start: i, end, uri })
 }
 
-/// The link facets of `text` (`app.bsky.richtext.facet#link`, byte offsets).
+/// A `#tag` in a post's text: UTF-8 byte offsets of `#tag` (the `#` included, start
+/// inclusive, end exclusive) and the tag without its `#`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub start: usize,
+    pub end: usize,
+    pub tag: String,
+}
+
+/// The most graphemes a tag may have (`app.bsky.richtext.facet#tag`, `maxGraphemes`).
+pub const MAX_TAG_GRAPHEMES: usize = 64;
+/// The most UTF-8 bytes a tag may have (`maxLength`).
+pub const MAX_TAG_BYTES: usize = 640;
+
+/// Whitespace as JavaScript's `\s` counts it (the official clients' regular expressions).
+fn js_space(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
+}
+
+/// The invisible characters that end a tag in the official clients (soft hyphen, word
+/// joiner, hair space, zero-width space / non-joiner / joiner, combining enclosing keycap).
+fn zero_width(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}' | '\u{2060}' | '\u{200a}' | '\u{200b}' | '\u{200c}' | '\u{200d}' | '\u{20e2}'
+    )
+}
+
+/// Unicode punctuation (general category P*), JavaScript's `\p{P}`.
+fn punctuation(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    matches!(
+        get_general_category(c),
+        G::ConnectorPunctuation
+            | G::DashPunctuation
+            | G::OpenPunctuation
+            | G::ClosePunctuation
+            | G::InitialPunctuation
+            | G::FinalPunctuation
+            | G::OtherPunctuation
+    )
+}
+
+/// The `#tags` in `text`, by the rules of the official clients (`@atproto/api`'s
+/// `detectFacets`): `#` (or the full-width `＃`) at the start or after whitespace, then
+/// everything up to the next whitespace or invisible separator, less trailing punctuation.
+/// A tag that is only digits and punctuation (`#2024`, `#1.5`), empty, over
+/// [`MAX_TAG_GRAPHEMES`] graphemes or [`MAX_TAG_BYTES`] bytes, or that starts with the emoji
+/// variation selector (`#️⃣`) is none. Inner punctuation stays (`#c++`, `#foo.bar`).
+pub fn tags(text: &str) -> Vec<Tag> {
+    let mut out = vec![];
+    let mut prev: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        let after_space = prev.is_none_or(js_space);
+        prev = Some(c);
+        if !(matches!(c, '#' | '＃') && after_space) {
+            continue;
+        }
+        let body_start = i + c.len_utf8();
+        let rest = &text[body_start..];
+        if rest.starts_with('\u{fe0f}') {
+            continue;
+        }
+        let body_len: usize = rest
+            .chars()
+            .take_while(|&c| !js_space(c) && !zero_width(c))
+            .map(char::len_utf8)
+            .sum();
+        let body = &rest[..body_len];
+        if !body.chars().any(|c| !c.is_ascii_digit() && !punctuation(c)) {
+            continue;
+        }
+        let tag = body.trim_end_matches(punctuation);
+        if tag.is_empty() || tag.len() > MAX_TAG_BYTES || grapheme_len(tag) > MAX_TAG_GRAPHEMES {
+            continue;
+        }
+        out.push(Tag {
+            start: i,
+            end: body_start + tag.len(),
+            tag: tag.to_owned(),
+        });
+    }
+    out
+}
+
+/// The facets of `text`, in the order of their start: its links
+/// (`app.bsky.richtext.facet#link`) and its tags (`#tag`), UTF-8 byte offsets. A pure
+/// function of the text, so the record built from it is the same every time. Mentions get no
+/// facet: a `#mention` needs the account's DID, and handles are not resolved, so an `@handle`
+/// stays text.
 pub fn facets(text: &str) -> Vec<Value> {
-    links(text)
-        .into_iter()
-        .map(|l| {
+    let links = links(text).into_iter().map(|l| {
+        (
+            l.start,
             json!({
                 "index": {"byteStart": l.start, "byteEnd": l.end},
                 "features": [{"$type": "app.bsky.richtext.facet#link", "uri": l.uri}]
-            })
-        })
-        .collect()
+            }),
+        )
+    });
+    let tags = tags(text).into_iter().map(|t| {
+        (
+            t.start,
+            json!({
+                "index": {"byteStart": t.start, "byteEnd": t.end},
+                "features": [{"$type": "app.bsky.richtext.facet#tag", "tag": t.tag}]
+            }),
+        )
+    });
+    let mut all: Vec<(usize, Value)> = links.chain(tags).collect();
+    all.sort_by_key(|(start, _)| *start);
+    all.into_iter().map(|(_, f)| f).collect()
 }
 
 /// The `app.bsky.embed.images` embed for an uploaded image ([`MediaRef`] as
@@ -366,6 +473,93 @@ fn local_refusal(message: &str) -> PostError {
     }
 }
 
+/// `1000000` → `1,000,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An image over [`MAX_IMAGE_BLOB_BYTES`] is refused here, before any call.
+fn check_blob_size(media: &Media) -> Result<(), PostError> {
+    let size = media.bytes.len();
+    if size <= MAX_IMAGE_BLOB_BYTES {
+        return Ok(());
+    }
+    Err(local_refusal(&format!(
+        "the image is {} bytes, over the PDS's image blob limit of {} bytes; nothing was sent to Bluesky. Use a smaller image",
+        thousands(size),
+        thousands(MAX_IMAGE_BLOB_BYTES)
+    )))
+}
+
+/// The CID the PDS gives a blob of `bytes` (CIDv1, `raw` codec, SHA-256, base32: `bafkrei…`).
+fn blob_cid(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut raw = vec![0x01, 0x55, 0x12, 0x20];
+    raw.extend_from_slice(&Sha256::digest(bytes));
+    let mut out = String::from("b");
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for b in raw {
+        buffer = (buffer << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(ALPHABET[((buffer >> bits) & 31) as usize]));
+        }
+    }
+    if bits > 0 {
+        out.push(char::from(ALPHABET[((buffer << (5 - bits)) & 31) as usize]));
+    }
+    out
+}
+
+/// Whether `blob` (a record's blob object) is the blob of `bytes`: same CID and size.
+fn is_blob_of(blob: &Value, bytes: &[u8]) -> bool {
+    blob_link(blob) == Some(blob_cid(bytes).as_str())
+        && blob.get("size").and_then(Value::as_u64) == u64::try_from(bytes.len()).ok()
+}
+
+/// How long after an upload its blob is taken to be there for the create of the same attempt:
+/// well inside the time a PDS keeps a blob no record references ("minutes").
+const FRESH_FOR: Duration = Duration::from_secs(60);
+
+/// The record keys prepared in this process just after their image was uploaded, and when.
+/// The attempt's create that follows need not upload the image again; a replay (a later
+/// attempt, or any second create of the key) does, because the PDS collects blobs no record
+/// references.
+#[derive(Debug, Default)]
+struct FreshUploads(std::sync::Mutex<HashMap<String, Instant>>);
+
+impl FreshUploads {
+    fn mark(&self, post: &PreparedPost) {
+        if record_blob(&post.body).is_none() {
+            return;
+        }
+        if let Some(rkey) = &post.key {
+            let mut fresh = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            fresh.retain(|_, at| at.elapsed() < FRESH_FOR);
+            fresh.insert(rkey.clone(), Instant::now());
+        }
+    }
+
+    /// Whether `rkey` was prepared just after its upload, recently enough; forgets it either
+    /// way (only the first create may skip the upload).
+    fn take(&self, rkey: &str) -> bool {
+        let mut fresh = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        fresh
+            .remove(rkey)
+            .is_some_and(|at| at.elapsed() < FRESH_FOR)
+    }
+}
+
 /// `at://<authority>/<collection>/<rkey>` → authority.
 fn uri_authority(uri: &str) -> Option<&str> {
     uri.strip_prefix("at://")?.split('/').next()
@@ -442,6 +636,7 @@ pub struct BlueskyAdapter {
     langs: Vec<String>,
     /// Where the session is kept between processes, and each call's budget there.
     store: Option<(Arc<dyn RecordStore>, Duration)>,
+    fresh: FreshUploads,
 }
 
 /// What ties a kept session to the app password it was made with (a digest, kept only inside
@@ -588,6 +783,7 @@ impl BlueskyAdapter {
             session: Mutex::new(None),
             langs: vec![],
             store: None,
+            fresh: FreshUploads::default(),
         }
     }
 
@@ -797,6 +993,19 @@ impl BlueskyAdapter {
         }
     }
 
+    /// Uploads the image again before a replay, and checks it is the blob the record names.
+    async fn upload_again(&self, media: &Media, wanted: &Value) -> Result<(), PostError> {
+        let got = self.upload_blob(media).await.map_err(before_put)?;
+        if same_blob(&got, wanted) {
+            return Ok(());
+        }
+        Err(local_refusal(&format!(
+            "the image given is not the one the post was prepared with (uploaded {}, the record names {}); putRecord was not sent",
+            blob_link(&got).unwrap_or("?"),
+            blob_link(wanted).unwrap_or("?")
+        )))
+    }
+
     /// What [`NetworkAdapter::create`] does, with the whole answer: the cid, and whether the
     /// PDS wrote anything. See `create` for the steps.
     pub async fn put_record(
@@ -805,6 +1014,9 @@ impl BlueskyAdapter {
         media: &Media,
     ) -> Result<PutAnswer, PostError> {
         let (rkey, collection) = address(post)?;
+        if !media.bytes.is_empty() {
+            check_blob_size(media)?;
+        }
         let session = self.session().await?;
         let repo = post.body.get("repo").and_then(Value::as_str).unwrap_or("");
         let ours = [
@@ -818,35 +1030,54 @@ impl BlueskyAdapter {
                 session.handle, session.did
             )));
         }
-        if let Some(wanted) = record_blob(&post.body) {
-            if !media.bytes.is_empty() {
-                let got = self.upload_blob(media).await.map_err(before_put)?;
-                if !same_blob(&got, wanted) {
-                    return Err(local_refusal(&format!(
-                        "the image given is not the one the post was prepared with (uploaded {}, the record names {}); putRecord was not sent",
-                        blob_link(&got).unwrap_or("?"),
-                        blob_link(wanted).unwrap_or("?")
-                    )));
-                }
-            }
-        }
+        let wanted = record_blob(&post.body).filter(|_| !media.bytes.is_empty());
+        // The attempt's own upload of these very bytes, a moment ago: the blob is there.
+        let mut fresh =
+            wanted.is_some_and(|w| self.fresh.take(&rkey) && is_blob_of(w, &media.bytes));
         let mut body = post.body.clone();
         body["repo"] = json!(session.did);
         body["swapRecord"] = Value::Null;
-        let (session, answer) = self
-            .authed(
-                Method::POST,
-                "com.atproto.repo.putRecord",
-                &[],
-                Body::Json(body),
-            )
-            .await?;
+        let (session, answer) = loop {
+            if let Some(wanted) = wanted.filter(|_| !fresh) {
+                self.upload_again(media, wanted).await?;
+            }
+            let (session, answer) = self
+                .authed(
+                    Method::POST,
+                    "com.atproto.repo.putRecord",
+                    &[],
+                    Body::Json(body.clone()),
+                )
+                .await?;
+            // Collected sooner than expected: the refused put wrote nothing, so the image is
+            // uploaded and the record written once more.
+            if fresh && answer.status == 400 && answer.error_name() == "BlobNotFound" {
+                tracing::info!(
+                    "Bluesky: the image blob uploaded a moment ago is gone; uploading it again"
+                );
+                fresh = false;
+                continue;
+            }
+            break (session, answer);
+        };
         let status = answer.status;
-        let v = answer.json(Op::Put)?;
-        let uri = v.get("uri").and_then(Value::as_str).map_or_else(
-            || format!("at://{}/{collection}/{rkey}", session.did),
-            str::to_owned,
-        );
+        let at = format!("at://{}/{collection}/{rkey}", session.did);
+        let swap = status == 400 && answer.error_name() == "InvalidSwap";
+        let v = answer.json(Op::Put).map_err(|e| match e {
+            // Name the key: the owner can look at what is there.
+            PostError::Rejected {
+                status, message, ..
+            } if swap => PostError::Rejected {
+                network: NETWORK,
+                status,
+                message: format!("{message} ({at})"),
+            },
+            e => e,
+        })?;
+        let uri = v
+            .get("uri")
+            .and_then(Value::as_str)
+            .map_or(at, str::to_owned);
         let cid = v.get("cid").and_then(Value::as_str).map(str::to_owned);
         if cid.is_none() {
             tracing::warn!(
@@ -1024,8 +1255,10 @@ impl NetworkAdapter for BlueskyAdapter {
 
     /// `uploadBlob` with the raw bytes and their Content-Type. The [`MediaRef`] holds the
     /// returned blob object verbatim (`blob`), the alt text (`alt`, empty when there is none)
-    /// and the image's `aspectRatio` read from its header (left out if unreadable).
+    /// and the image's `aspectRatio` read from its header (left out if unreadable). An image
+    /// over [`MAX_IMAGE_BLOB_BYTES`] is `Rejected` before any call.
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
+        check_blob_size(media)?;
         let blob = self.upload_blob(media).await?;
         let mut r = json!({"blob": blob, "alt": media.alt.as_deref().unwrap_or("")});
         if let Some((width, height)) =
@@ -1037,28 +1270,37 @@ impl NetworkAdapter for BlueskyAdapter {
     }
 
     /// Chooses the record key (a TID from the current microsecond and a random clock id) and
-    /// builds the exact record (`createdAt` now, link facets, the image embed), returned as
-    /// the whole `putRecord` input; `key` is the record key. `idempotency` is not used: the
-    /// record key plays its part, and must be stored with the record before `create`.
+    /// builds the exact record (`createdAt` now, link and tag facets, the image embed),
+    /// returned as the whole `putRecord` input; `key` is the record key. `idempotency` is not
+    /// used: the record key plays its part, and must be stored with the record before
+    /// `create`. Remembers that the image was just uploaded for this key (the create that
+    /// follows need not upload it again).
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
-        prepared(&self.identifier, text, media, &self.langs)
+        let post = prepared(&self.identifier, text, media, &self.langs);
+        self.fresh.mark(&post);
+        post
     }
 
     /// Writes the stored record at the stored key, the same way on the first attempt and on
     /// every replay:
     ///
-    /// 1. When the record embeds an image and `media.bytes` is not empty, the bytes are
+    /// 1. An image over [`MAX_IMAGE_BLOB_BYTES`] is `Rejected` before any call.
+    /// 2. When the record embeds an image and `media.bytes` is not empty, the bytes are
     ///    uploaded again first: the PDS deletes blobs no record references within minutes,
     ///    so a replay after a failed first write would otherwise fail with `BlobNotFound`.
     ///    The blob is content-addressed, so the same bytes give the same blob and the record
     ///    stays byte-identical; different bytes are refused here, before `putRecord`. A failed
     ///    re-upload is reported as `NotSent` (or its 429 / refusal): the create was not sent.
-    ///    With empty bytes nothing is uploaded (the blob must still be there).
-    /// 2. `putRecord` with the session's DID as `repo` and `"swapRecord": null`. The identical
+    ///    With empty bytes nothing is uploaded (the blob must still be there). Not on the
+    ///    attempt's first create, right after [`NetworkAdapter::prepare`] in this process, with
+    ///    the bytes of the blob the record names: that upload was a moment ago (once per
+    ///    attempt). Should the PDS have collected it all the same (400 `BlobNotFound`, nothing
+    ///    written), it is uploaded and the record written once more.
+    /// 3. `putRecord` with the session's DID as `repo` and `"swapRecord": null`. The identical
     ///    record already there is a no-op answering the same uri (→ `Created`, as on the first
-    ///    write); a different record there is 400 `InvalidSwap` (→ `Rejected`, nothing
-    ///    overwritten). 429 → `RateLimited` (`RateLimit-Reset`); 5xx or a timeout after sending
-    ///    → `InDoubt`; a connect error → `NotSent`.
+    ///    write); a different record there is 400 `InvalidSwap` (→ `Rejected` naming the
+    ///    record's at-uri, nothing overwritten). 429 → `RateLimited` (`RateLimit-Reset`); 5xx or
+    ///    a timeout after sending → `InDoubt`; a connect error → `NotSent`.
     ///
     /// An expired access token (400 `ExpiredToken`) renews the session and the call is sent
     /// once more.
@@ -1067,8 +1309,9 @@ impl NetworkAdapter for BlueskyAdapter {
     }
 
     /// `getRecord` at the stored key (no auth; `since` is not needed). The identical record
-    /// → the post; `RecordNotFound` → `None`; a different record there → `Rejected` (the key
-    /// holds other content, this post is not on Bluesky under it).
+    /// → the post; `RecordNotFound` → `None`; a different record there → `None` too: this
+    /// post is not on Bluesky under its key (a replay is then refused with `InvalidSwap`,
+    /// nothing overwritten).
     async fn find(&self, post: &PreparedPost, _since: i64) -> Result<Option<Created>, PostError> {
         let (rkey, collection) = address(post)?;
         let session = self.session().await?;
@@ -1094,10 +1337,13 @@ impl NetworkAdapter for BlueskyAdapter {
             str::to_owned,
         );
         if v.get("value") != post.body.get("record") {
-            return Err(local_refusal(&format!(
-                "a different record is at {uri} (cid {}); the record key holds other content, not this post",
-                v.get("cid").and_then(Value::as_str).unwrap_or("?")
-            )));
+            let cid = v.get("cid").and_then(Value::as_str).unwrap_or("?");
+            tracing::warn!(
+                %uri,
+                cid,
+                "Bluesky: a different record is at the post's record key; the post is not there"
+            );
+            return Ok(None);
         }
         let authority = uri_authority(&uri).unwrap_or(&session.did).to_owned();
         Ok(Some(Created {
@@ -1135,6 +1381,7 @@ pub struct BlueskyDryRun {
     identifier: String,
     langs: Vec<String>,
     logged_in: AtomicBool,
+    fresh: FreshUploads,
 }
 
 const DRY_AUTH: (&str, &str) = ("Authorization", "Bearer <accessJwt from createSession>");
@@ -1154,6 +1401,7 @@ impl BlueskyDryRun {
                 .unwrap_or_else(|| "<BLUESKY_IDENTIFIER>".into()),
             langs: vec![],
             logged_in: AtomicBool::new(false),
+            fresh: FreshUploads::default(),
         }
     }
 
@@ -1209,6 +1457,7 @@ impl NetworkAdapter for BlueskyDryRun {
     }
 
     async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
+        check_blob_size(media)?;
         self.log_login();
         self.log_upload(media);
         let blob = json!({"$type": "blob", "ref": {"$link": dry_id()}, "mimeType": media.content_type, "size": media.bytes.len()});
@@ -1222,13 +1471,19 @@ impl NetworkAdapter for BlueskyDryRun {
     }
 
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
-        prepared(&self.identifier, text, media, &self.langs)
+        let post = prepared(&self.identifier, text, media, &self.langs);
+        self.fresh.mark(&post);
+        post
     }
 
     async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError> {
         let (rkey, _) = address(post)?;
+        if !media.bytes.is_empty() {
+            check_blob_size(media)?;
+        }
         self.log_login();
-        if record_blob(&post.body).is_some() && !media.bytes.is_empty() {
+        let fresh = self.fresh.take(&rkey);
+        if record_blob(&post.body).is_some() && !media.bytes.is_empty() && !fresh {
             self.log_upload(media);
         }
         let mut body = post.body.clone();
@@ -1324,6 +1579,90 @@ mod tests {
             links("(https://en.wikipedia.org/wiki/Rust_(language))")[0].end,
             46
         );
+    }
+
+    #[test]
+    fn tags_follow_the_official_clients_rules() {
+        let found = |text: &str| -> Vec<(String, String)> {
+            tags(text)
+                .into_iter()
+                .map(|t| (text[t.start..t.end].to_owned(), t.tag))
+                .collect()
+        };
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect()
+        };
+        assert_eq!(found("#rust"), pairs(&[("#rust", "rust")]));
+        // Ends at whitespace; trailing punctuation left out, inner punctuation kept.
+        assert_eq!(
+            found("Hi #rust, #c++ #foo.bar! #end..."),
+            pairs(&[
+                ("#rust", "rust"),
+                ("#c++", "c++"),
+                ("#foo.bar", "foo.bar"),
+                ("#end", "end")
+            ])
+        );
+        // Only after whitespace or at the start.
+        assert!(found("a#b (#c) x.com/#d").is_empty());
+        // Not all digits (or digits and punctuation).
+        assert!(found("#2024 #1.5 #!!! # #").is_empty());
+        assert_eq!(found("#2024a"), pairs(&[("#2024a", "2024a")]));
+        // UTF-8 byte offsets, the full-width sign, other scripts.
+        let text = "Café ☕ #日本語 ＃été";
+        let t = tags(text);
+        assert_eq!(t[0].start, text.find("#日本語").unwrap());
+        assert_eq!(t[0].end, t[0].start + "#日本語".len());
+        assert_eq!(
+            (t[1].tag.as_str(), &text[t[1].start..t[1].end]),
+            ("été", "＃été")
+        );
+        // Invisible separators end a tag; the emoji keycap is not one.
+        assert_eq!(found("#ab\u{200b}cd"), pairs(&[("#ab", "ab")]));
+        assert!(found("#\u{fe0f}\u{20e3}").is_empty());
+        // At most 64 graphemes.
+        let ok = "é".repeat(64);
+        assert_eq!(tags(&format!("#{ok}")).len(), 1);
+        assert!(tags(&format!("#{ok}x")).is_empty());
+        // Links and tags, in text order; mentions stay text.
+        let f = facets("#a example.com/p #b @alice.bsky.social");
+        let kinds: Vec<&str> = f
+            .iter()
+            .map(|x| x["features"][0]["$type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "app.bsky.richtext.facet#tag",
+                "app.bsky.richtext.facet#link",
+                "app.bsky.richtext.facet#tag"
+            ]
+        );
+        assert_eq!(f[2]["features"][0]["tag"], json!("b"));
+    }
+
+    #[test]
+    fn blob_cids_and_sizes() {
+        // The CID of no bytes (SHA-256 e3b0c442…), a well-known value.
+        assert_eq!(
+            blob_cid(b""),
+            "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+        );
+        let blob = json!({"$type": "blob", "ref": {"$link": blob_cid(b"abc")}, "mimeType": "image/png", "size": 3});
+        assert!(is_blob_of(&blob, b"abc"));
+        assert!(!is_blob_of(&blob, b"abd"));
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        let media = |n: usize| Media {
+            bytes: Bytes::from(vec![0u8; n]),
+            content_type: "image/png",
+            alt: None,
+        };
+        assert!(check_blob_size(&media(MAX_IMAGE_BLOB_BYTES)).is_ok());
+        assert!(check_blob_size(&media(MAX_IMAGE_BLOB_BYTES + 1)).is_err());
     }
 
     #[test]
