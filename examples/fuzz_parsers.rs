@@ -118,10 +118,10 @@ fn ci(data: &[u8]) {
         if let Ok((_, Some(content))) = postonce::triggers::parse_draft(&v, true, &policy) {
             // Every target's text counted its network's way, on whatever got through.
             for text in content.captions.values().chain([&content.caption]) {
-                let _ = postonce::publish::x::weighted_len(text);
-                let _ = postonce::publish::telegram_channel::caption_len(text);
-                let _ = postonce::publish::little_text::char_count(text);
-                let _ = postonce::publish::little_text::escape(text);
+                let _ = postonce::networks::x::weighted_len(text);
+                let _ = postonce::networks::telegram_channel::caption_len(text);
+                let _ = postonce::networks::linkedin::little_text::char_count(text);
+                let _ = postonce::networks::linkedin::little_text::escape(text);
             }
         }
         let _ = postonce::triggers::parse_draft(&v, false, &policy);

@@ -4,8 +4,10 @@
 Usage: python3 scripts/check_template.py [--template FILE] [SOURCE.rs ...]
 
 SOURCE files are the Rust files that name the configuration variables; by default
-src/config.rs (required) and src/secrets.rs (the <NAME>_PARAM variables, when present). The
-allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in them.
+src/config.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables) and the config.rs
+of every network the registry in src/networks/mod.rs lists (its variables and <NAME>_PARAM
+names). The allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in
+them.
 
 Checks, one line each (✓ or ✗), exit status 1 when any fails:
 - the function's Timeout equals POSTONCE_FUNCTION_TIMEOUT_S;
@@ -13,7 +15,7 @@ Checks, one line each (✓ or ✗), exit status 1 when any fails:
 - every environment variable the template sets is a name the code reads;
 - each *_PARAM variable's SSM parameter may be read by the function's role (and nothing else);
 - the table's key schema and TTL attribute are the ones the code uses;
-- the LinkedInVersion default equals DEFAULT_LINKEDIN_VERSION in src/config.rs.
+- the LinkedInVersion default equals DEFAULT_VERSION in src/networks/linkedin/config.rs.
 Only PyYAML is needed.
 """
 
@@ -29,6 +31,17 @@ except ImportError:  # pragma: no cover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME_LITERAL = re.compile(r'"([A-Z][A-Z0-9_]+)"')
+# One registry line: `Variant = "target" => folder,`
+REGISTRY_LINE = re.compile(r'^\s*([A-Z][A-Za-z0-9]*)\s*=\s*"([a-z0-9_]+)"\s*=>\s*([a-z0-9_]+)\s*,', re.M)
+
+
+def network_folders():
+    """The folders of the networks the registry (src/networks/mod.rs) lists."""
+    registry = os.path.join(ROOT, "src", "networks", "mod.rs")
+    if not os.path.isfile(registry):
+        return []
+    with open(registry, encoding="utf-8") as f:
+        return [folder for _, _, folder in REGISTRY_LINE.findall(f.read())]
 
 
 class CfnLoader(yaml.SafeLoader):
@@ -148,7 +161,7 @@ STORE_CALLS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", default=os.path.join(ROOT, "infra", "template.yaml"))
-    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config.rs, src/secrets.rs)")
+    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config.rs, src/secrets.rs, each network's config.rs)")
     args = parser.parse_args()
 
     sources = args.sources
@@ -161,6 +174,8 @@ def main():
         secrets_rs = os.path.join(ROOT, "src", "secrets.rs")
         if os.path.isfile(secrets_rs):
             sources.append(secrets_rs)
+        for folder in network_folders():
+            sources.append(os.path.join(ROOT, "src", "networks", folder, "config.rs"))
     allowed = set()
     source_text = {}
     for path in sources:
@@ -266,14 +281,14 @@ def main():
                 report.check(action in granted,
                              f"the function may call dynamodb:{action} (src/record/dynamodb.rs uses {call})")
 
-    config_text = "".join(t for p, t in source_text.items() if os.path.basename(p) == "config.rs")
-    m = re.search(r'DEFAULT_LINKEDIN_VERSION\s*:\s*&str\s*=\s*"(\d{6})"', config_text)
+    config_text = "".join(t for p, t in source_text.items() if p.endswith(os.path.join("linkedin", "config.rs")))
+    m = re.search(r'DEFAULT_VERSION\s*:\s*&str\s*=\s*"(\d{6})"', config_text)
     version_param = (env.get("LINKEDIN_VERSION") or {}).get("Ref") if isinstance(env.get("LINKEDIN_VERSION"), dict) else None
     if m and version_param in parameters:
         default = str(parameters[version_param].get("Default", ""))
         report.check(
             default == m.group(1),
-            f"{version_param} default equals DEFAULT_LINKEDIN_VERSION",
+            f"{version_param} default equals LinkedIn's DEFAULT_VERSION",
             f"template {default!r}, code {m.group(1)!r}",
         )
 

@@ -10,24 +10,21 @@ use crate::claim::redis::RedisClaims;
 use crate::claim::ClaimStore;
 use crate::config::Config;
 use crate::image::ImageFetcher;
+use crate::networks::{self, Context, Network, NetworkAdapter};
 use crate::notify::log::LogNotifier;
 use crate::notify::telegram::{TelegramClient, TelegramNotifier};
 use crate::notify::Notifier;
 use crate::pipeline::{Lane, Pipeline, Settings};
-use crate::publish::dry_run::DryRun;
-use crate::publish::linkedin::LinkedIn;
-use crate::publish::network::{Network, NetworkAdapter};
-use crate::publish::Publisher;
 use crate::record::dynamodb::DynamoStore;
 use crate::record::local::LocalStore;
-use crate::record::RecordStore;
+use crate::record::{KeptSecrets, RecordStore};
 
 /// Everything a process needs, built once.
 pub struct App {
     pub config: Config,
     pub pipeline: Arc<Pipeline>,
-    /// One adapter per network this version posts to (linkedin, x, telegram), each a dry run
-    /// without its credentials ([`crate::adapters::build`]).
+    /// One adapter per network of the registry, each a dry run without its credentials
+    /// ([`networks::build`]).
     pub adapters: BTreeMap<Network, Arc<dyn NetworkAdapter>>,
     /// Present when `TELEGRAM_BOT_TOKEN` is set: for callbacks, set-webhook and doctor.
     pub telegram: Option<Arc<TelegramClient>>,
@@ -36,7 +33,7 @@ pub struct App {
     /// Present when `DATABASE_URL` is set: for doctor.
     #[cfg(feature = "postgres")]
     pub database: Option<Arc<crate::postgres::Database>>,
-    /// The shared HTTP client (LinkedIn, X, Telegram).
+    /// The shared HTTP client (every network, Telegram).
     pub http: reqwest::Client,
 }
 
@@ -124,35 +121,25 @@ impl App {
     pub async fn build(config: Config) -> Result<Self, String> {
         let http = http_client()?;
 
-        let publisher: Arc<dyn Publisher> = match &config.linkedin {
-            Some(li) => Arc::new(LinkedIn::new(
-                http.clone(),
-                &config.linkedin_api_url,
-                li.token.clone(),
-                &li.author,
-                &config.linkedin_version,
-            )),
-            None => Arc::new(DryRun::new(
-                &config.linkedin_api_url,
-                None,
-                &config.linkedin_version,
-            )),
-        };
-
         let db = database(&config).await?;
         // Each target's state lives in the real stores, or in the dry-run ones when its
         // adapter is a dry run: a dry run never touches real state. Each store is built once.
         let mut stores: Vec<(bool, Stores)> = Vec::new();
-        // Bluesky keeps its login session in the real record store, so that a new process
-        // does not log in again (createSession is limited to 30 per 5 minutes).
-        let sessions = if config.bluesky.is_some() {
+        // A network that logs in (Bluesky) keeps its session in the real record store, so that
+        // a new process does not log in again (createSession is limited to 30 per 5 minutes).
+        let sessions = if config.networks.values().any(|n| n.keeps_sessions()) {
             let real = Stores::build(&config, &db, false).await?;
             stores.push((false, real.clone()));
-            Some(real.records)
+            Some(Arc::new(KeptSecrets(real.records)) as Arc<dyn networks::SessionStore>)
         } else {
             None
         };
-        let adapters = crate::adapters::build(&config, &http, publisher.clone(), sessions).await?;
+        let context = Context {
+            http: &http,
+            sessions,
+            sessions_budget: config.timeouts.dynamodb,
+        };
+        let adapters = networks::build(&config.networks, &context).await?;
 
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
@@ -182,14 +169,11 @@ impl App {
                     s
                 }
             };
-            let budget = match network {
-                Network::Linkedin => config.timeouts.linkedin,
-                Network::X => config.timeouts.x,
-                Network::Mastodon => config.timeouts.mastodon,
-                Network::Bluesky => config.timeouts.bluesky,
-                // The channel's calls are Bot API calls, as the owner's reports are.
-                Network::Telegram => config.timeouts.telegram,
-            };
+            let (_, budget) = config
+                .networks
+                .get(network)
+                .map(|n| n.budget())
+                .ok_or_else(|| format!("internal error: {network:?} has no configuration"))?;
             // A dry run sends nothing; its budget is checked against the function timeout only
             // once the network posts for real (see Config), so keep it inside the run.
             let budget = if dry && budget >= config.function_timeout {
@@ -210,19 +194,20 @@ impl App {
                 }),
             );
         }
-        let linkedin = lanes
-            .get(&Network::Linkedin)
+        // The first network's stores keep the names from before targets (`claim:<key>`,
+        // `posted:<key>`): tools that look at the stores directly use them.
+        let first = lanes
+            .get(&Network::default())
             .cloned()
-            .ok_or_else(|| "internal error: no LinkedIn lane".to_owned())?;
+            .ok_or_else(|| "internal error: no lane for the first network".to_owned())?;
         let dynamo = stores
             .iter()
-            .find(|(d, _)| *d == linkedin.adapter.is_dry_run())
+            .find(|(d, _)| *d == first.adapter.is_dry_run())
             .and_then(|(_, s)| s.dynamo.clone());
         let pipeline = Arc::new(Pipeline {
-            claims: linkedin.claims.clone(),
-            records: linkedin.records.clone(),
+            claims: first.claims.clone(),
+            records: first.records.clone(),
             lanes,
-            publisher,
             notifier,
             settings: Settings::from_config(&config),
             default_targets: config.targets.clone(),

@@ -12,9 +12,9 @@ use crate::app::App;
 use crate::budget::Deadline;
 use crate::config::Config;
 use crate::key::PostKey;
+use crate::networks::Network;
 use crate::outcome::Outcome;
 use crate::pipeline::{new_run_id, Action, PostRequest, Source};
-use crate::publish::network::Network;
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
@@ -171,10 +171,7 @@ fn init_logging(verbose: u8, serving: bool) {
         EnvFilter::new(directives)
     } else {
         // The dry run's requests are shown by their own layer below.
-        EnvFilter::new(format!(
-            "{directives},{}=off",
-            crate::publish::dry_run::SHOWN
-        ))
+        EnvFilter::new(format!("{directives},{}=off", crate::networks::show::SHOWN))
     };
     let lines = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
@@ -183,7 +180,7 @@ fn init_logging(verbose: u8, serving: bool) {
         .with_filter(filter);
     let blocks = (!serving).then(|| {
         DryRunBlocks.with_filter(tracing_subscriber::filter::filter_fn(|m| {
-            m.target() == crate::publish::dry_run::SHOWN
+            m.target() == crate::networks::show::SHOWN
         }))
     });
     let _ = tracing_subscriber::registry()
@@ -683,7 +680,7 @@ async fn status(app: &App, key: &PostKey, dl: Deadline, json: bool) -> i32 {
         return 0;
     }
     for (k, network, status, has) in &found.targets {
-        if *has || *network == Network::Linkedin {
+        if *has || network.bare_names() {
             print_target_status(k, *network, status);
         }
     }

@@ -4,60 +4,13 @@
 //! them. Every error names the variable and says what is wrong. Secrets are wrapped in
 //! [`Secret`], whose `Debug` never shows the value.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::image::OriginPolicy;
-use crate::publish::network::Network;
-use crate::publish::oauth1::Credentials;
-use crate::publish::telegram_channel::parse_channel_id;
-
-/// A secret value (token, webhook secret, a URL with a password). `Debug` and `Display` print
-/// `***`; the value is only reachable through [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(Arc::from(value.into()))
-    }
-
-    /// The raw value, for the one place that must send it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-/// A configuration value that is missing or malformed. The message starts with the variable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{var}: {problem}")]
-pub struct ConfigError {
-    pub var: &'static str,
-    pub problem: String,
-}
-
-fn bad(var: &'static str, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        var,
-        problem: problem.into(),
-    }
-}
-
-/// LinkedIn credentials; present only when `LINKEDIN_ACCESS_TOKEN` is set.
-#[derive(Clone, Debug)]
-pub struct LinkedInConfig {
-    pub token: Secret,
-    /// `urn:li:person:…` or `urn:li:organization:…`.
-    pub author: String,
-}
+use crate::networks::{self, Configs, Network, Shared};
+use crate::vars::{bad, Vars};
+pub use crate::vars::{ConfigError, Secret};
 
 /// Where reports go; present only when both Telegram variables are set.
 #[derive(Clone, Debug)]
@@ -69,18 +22,11 @@ pub struct TelegramConfig {
 /// Per-call budgets (DESIGN.md rule 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
-    pub linkedin: Duration,
     pub image: Duration,
     pub redis: Duration,
     pub dynamodb: Duration,
     /// The report bot and the Telegram channel target.
     pub telegram: Duration,
-    /// X (`POSTONCE_X_TIMEOUT_MS`).
-    pub x: Duration,
-    /// Mastodon (`POSTONCE_MASTODON_TIMEOUT_MS`).
-    pub mastodon: Duration,
-    /// Bluesky (`POSTONCE_BLUESKY_TIMEOUT_MS`).
-    pub bluesky: Duration,
     /// Each PostgreSQL statement (`POSTONCE_DATABASE_TIMEOUT_MS`): server- and client-side.
     pub database: Duration,
 }
@@ -88,14 +34,10 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
-            linkedin: Duration::from_millis(10_000),
             image: Duration::from_millis(10_000),
             redis: Duration::from_millis(8_000),
             dynamodb: Duration::from_millis(8_000),
             telegram: Duration::from_millis(8_000),
-            x: Duration::from_millis(10_000),
-            mastodon: Duration::from_millis(10_000),
-            bluesky: Duration::from_millis(10_000),
             database: Duration::from_millis(8_000),
         }
     }
@@ -119,10 +61,6 @@ pub struct Config {
     pub dynamodb_endpoint: Option<String>,
     /// Static AWS credentials when both key variables are given (local servers, tests).
     pub aws_credentials: Option<(String, Secret)>,
-    /// `None` means the dry-run publisher.
-    pub linkedin: Option<LinkedInConfig>,
-    pub linkedin_version: String,
-    pub linkedin_api_url: String,
     pub telegram: Option<TelegramConfig>,
     pub telegram_api_url: String,
     pub telegram_webhook_secret: Option<Secret>,
@@ -131,23 +69,8 @@ pub struct Config {
     /// The targets of a draft that names none (`POSTONCE_TARGETS`), in order, without
     /// duplicates; never empty.
     pub targets: Vec<Network>,
-    /// X's OAuth 1.0a user-context credentials; `None` means X is a dry run.
-    pub x: Option<Credentials>,
-    /// X API base (`X_API_URL`), without a trailing `/`.
-    pub x_api_url: String,
-    /// The channel to post to (`TELEGRAM_CHANNEL_ID`: `@name` or `-100…`), checked by
-    /// [`parse_channel_id`]. It is posted to with `TELEGRAM_BOT_TOKEN` through
-    /// `TELEGRAM_API_URL`; without either the token or this, the channel is a dry run.
-    pub telegram_channel_id: Option<String>,
-    /// The Mastodon instance (`MASTODON_URL`), without a trailing `/`.
-    pub mastodon_url: Option<String>,
-    /// `MASTODON_ACCESS_TOKEN`; with `mastodon_url`, Mastodon is real, else a dry run.
-    pub mastodon_token: Option<Secret>,
-    /// `BLUESKY_IDENTIFIER` (a handle or DID) and `BLUESKY_APP_PASSWORD`; `None` means
-    /// Bluesky is a dry run.
-    pub bluesky: Option<(String, Secret)>,
-    /// The account's PDS (`BLUESKY_PDS_URL`), without a trailing `/`.
-    pub bluesky_pds_url: String,
+    /// Every network's own configuration (its folder read it), in the registry's order.
+    pub networks: Configs,
     pub image_hosts: OriginPolicy,
     pub claim_ttl: Duration,
     pub function_timeout: Duration,
@@ -167,40 +90,6 @@ pub struct Config {
     pub min_gap: std::collections::BTreeMap<Network, Duration>,
 }
 
-/// The pacing variable of `network`.
-pub fn min_gap_var(network: Network) -> &'static str {
-    match network {
-        Network::Linkedin => "POSTONCE_MIN_GAP_S_LINKEDIN",
-        Network::X => "POSTONCE_MIN_GAP_S_X",
-        Network::Telegram => "POSTONCE_MIN_GAP_S_TELEGRAM",
-        Network::Mastodon => "POSTONCE_MIN_GAP_S_MASTODON",
-        Network::Bluesky => "POSTONCE_MIN_GAP_S_BLUESKY",
-    }
-}
-
-/// A gap in seconds (decimals allowed, `0.5`), at most a day.
-fn gap(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-) -> Result<Option<Duration>, ConfigError> {
-    let Some(raw) = get(var) else {
-        return Ok(None);
-    };
-    let secs: f64 = raw.trim().parse().map_err(|_| {
-        bad(
-            var,
-            format!("{raw:?} is not a number of seconds (e.g. 90 or 0.5)"),
-        )
-    })?;
-    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
-        return Err(bad(
-            var,
-            format!("{raw:?} must be between 0 and 86400 seconds"),
-        ));
-    }
-    Ok(Some(Duration::from_secs_f64(secs)))
-}
-
 /// Default quiet period before an ambiguous create may be reconciled. LinkedIn documents no
 /// processing time. Our side keeps a create request open at most its budget (10 s by default,
 /// and never past the HTTP client's [`HTTP_TOTAL_TIMEOUT`]); what LinkedIn does with a request
@@ -212,39 +101,19 @@ pub const DEFAULT_RECONCILE_AFTER_S: u64 = 300;
 /// The HTTP client's own limit on a whole request (connect, send, answer).
 pub const HTTP_TOTAL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
-pub const DEFAULT_LINKEDIN_VERSION: &str = "202610";
-
-/// The networks this version can post to (`POSTONCE_TARGETS` and a draft's `targets` name them).
-pub const SUPPORTED_TARGETS: [Network; 5] = Network::ALL;
-
-/// The X credential variables, in the order [`Credentials`] holds them.
-pub const X_CREDENTIAL_VARS: [&str; 4] = [
-    "X_API_KEY",
-    "X_API_SECRET",
-    "X_ACCESS_TOKEN",
-    "X_ACCESS_TOKEN_SECRET",
-];
-
 /// One target name as `POSTONCE_TARGETS` (and a draft's `targets`) spell it: lower case,
 /// exact.
 ///
 /// # Errors
 /// What is wrong with `name`, listing the valid names.
 pub fn parse_target(name: &str) -> Result<Network, String> {
-    let valid = SUPPORTED_TARGETS.map(Network::as_str).join(", ");
+    let valid = Network::names();
     match Network::parse(name) {
-        Some(n) if SUPPORTED_TARGETS.contains(&n) => Ok(n),
-        Some(n) => Err(format!(
-            "{name:?} ({}) is not supported by this version yet; valid targets: {valid}",
-            n.label()
-        )),
+        Some(n) => Ok(n),
         None => {
             let hint = match Network::parse(&name.to_ascii_lowercase()) {
-                Some(n) if SUPPORTED_TARGETS.contains(&n) => {
-                    format!(" (names are lower case: {})", n.as_str())
-                }
-                _ => String::new(),
+                Some(n) => format!(" (names are lower case: {})", n.as_str()),
+                None => String::new(),
             };
             Err(format!(
                 "{name:?} is not a target{hint}; valid targets: {valid}"
@@ -267,8 +136,9 @@ fn parse_targets(var: &'static str, list: &str) -> Result<Vec<Network>, ConfigEr
         return Err(bad(
             var,
             format!(
-                "{list:?} names no target; list one or more of {} (unset means linkedin)",
-                SUPPORTED_TARGETS.map(Network::as_str).join(", ")
+                "{list:?} names no target; list one or more of {} (unset means {})",
+                Network::names(),
+                Network::default().as_str()
             ),
         ));
     }
@@ -276,6 +146,13 @@ fn parse_targets(var: &'static str, list: &str) -> Result<Vec<Network>, ConfigEr
 }
 
 impl Config {
+    /// `network`'s own configuration as its folder's type `T` (e.g.
+    /// [`crate::networks::x::config::XConfig`]); `None` for another type.
+    pub fn network<T: 'static>(&self, network: Network) -> Option<&T> {
+        let config: &dyn std::any::Any = self.networks.get(&network)?.as_ref();
+        config.downcast_ref::<T>()
+    }
+
     /// Reads the process environment.
     ///
     /// # Errors
@@ -304,11 +181,8 @@ impl Config {
     /// # Errors
     /// The first variable that is missing or malformed, by name.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| {
-            get(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let vars = Vars::new(&get);
+        let get = |name: &str| vars.get(name);
 
         let table = get("POSTONCE_TABLE");
         if let Some(t) = &table {
@@ -348,52 +222,6 @@ impl Config {
             }
         }
 
-        let linkedin_version =
-            get("LINKEDIN_VERSION").unwrap_or_else(|| DEFAULT_LINKEDIN_VERSION.into());
-        let version_ok = linkedin_version.len() == 6
-            && linkedin_version.chars().all(|c| c.is_ascii_digit())
-            && matches!(
-                &linkedin_version[4..],
-                "01" | "02" | "03" | "04" | "05" | "06" | "07" | "08" | "09" | "10" | "11" | "12"
-            );
-        if !version_ok {
-            return Err(bad(
-                "LINKEDIN_VERSION",
-                format!("{linkedin_version:?} is not a version: use YYYYMM, e.g. {DEFAULT_LINKEDIN_VERSION}"),
-            ));
-        }
-
-        let linkedin = match get("LINKEDIN_ACCESS_TOKEN") {
-            None => None,
-            Some(token) => {
-                let author = get("LINKEDIN_AUTHOR").ok_or_else(|| {
-                    bad(
-                        "LINKEDIN_AUTHOR",
-                        "required when LINKEDIN_ACCESS_TOKEN is set: urn:li:person:<id> or urn:li:organization:<id>",
-                    )
-                })?;
-                let id = author
-                    .strip_prefix("urn:li:person:")
-                    .or_else(|| author.strip_prefix("urn:li:organization:"));
-                if !id.is_some_and(|id| {
-                    !id.is_empty()
-                        && id
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                }) {
-                    return Err(bad(
-                        "LINKEDIN_AUTHOR",
-                        format!("{author:?} is not urn:li:person:<id> or urn:li:organization:<id>"),
-                    ));
-                }
-                Some(LinkedInConfig {
-                    token: Secret::new(token),
-                    author,
-                })
-            }
-        };
-        let linkedin_api_url = base_url(&get, "LINKEDIN_API_URL", "https://api.linkedin.com")?;
-
         let telegram = match (get("TELEGRAM_BOT_TOKEN"), get("TELEGRAM_CHAT_ID")) {
             (None, None) => None,
             (Some(_), None) => {
@@ -427,7 +255,7 @@ impl Config {
                 })
             }
         };
-        let telegram_api_url = base_url(&get, "TELEGRAM_API_URL", "https://api.telegram.org")?;
+        let telegram_api_url = vars.base_url("TELEGRAM_API_URL", "https://api.telegram.org")?;
         let telegram_webhook_secret = match get("TELEGRAM_WEBHOOK_SECRET") {
             None => None,
             Some(s) => {
@@ -473,80 +301,17 @@ impl Config {
         }
 
         let targets = match get("POSTONCE_TARGETS") {
-            None => vec![Network::Linkedin],
+            None => vec![Network::default()],
             Some(list) => parse_targets("POSTONCE_TARGETS", &list)?,
         };
-
-        let x_values = X_CREDENTIAL_VARS.map(&get);
-        let x = match &x_values {
-            [Some(key), Some(secret), Some(token), Some(token_secret)] => Some(Credentials {
-                consumer_key: Secret::new(key.as_str()),
-                consumer_secret: Secret::new(secret.as_str()),
-                token: Secret::new(token.as_str()),
-                token_secret: Secret::new(token_secret.as_str()),
-            }),
-            [None, None, None, None] => None,
-            _ => {
-                let missing: Vec<&'static str> = X_CREDENTIAL_VARS
-                    .iter()
-                    .zip(&x_values)
-                    .filter(|(_, v)| v.is_none())
-                    .map(|(var, _)| *var)
-                    .collect();
-                return Err(bad(
-                    missing[0],
-                    format!(
-                        "X needs all four of {} (or none, for a dry run): {} missing (each may also be given as <NAME>_PARAM, an SSM parameter name)",
-                        X_CREDENTIAL_VARS.join(", "),
-                        if missing.len() == 1 {
-                            format!("{} is", missing[0])
-                        } else {
-                            format!("{} are", missing.join(", "))
-                        }
-                    ),
-                ));
-            }
-        };
-        let x_api_url = base_url(&get, "X_API_URL", crate::publish::x::DEFAULT_API)?;
-        let telegram_channel_id = get("TELEGRAM_CHANNEL_ID")
-            .map(|v| parse_channel_id(&v))
-            .transpose()?;
-        let mastodon_url = match get("MASTODON_URL") {
-            Some(_) => Some(base_url(&get, "MASTODON_URL", "")?),
-            None => None,
-        };
-        let mastodon_token = get("MASTODON_ACCESS_TOKEN").map(|t| Secret::new(t.as_str()));
-        if mastodon_token.is_some() && mastodon_url.is_none() {
-            return Err(bad(
-                "MASTODON_URL",
-                "is required with MASTODON_ACCESS_TOKEN: the instance, e.g. https://mastodon.social",
-            ));
-        }
-        let bluesky = match (get("BLUESKY_IDENTIFIER"), get("BLUESKY_APP_PASSWORD")) {
-            (Some(id), Some(password)) => Some((id, Secret::new(password.as_str()))),
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(bad(
-                    "BLUESKY_APP_PASSWORD",
-                    "is required with BLUESKY_IDENTIFIER (an app password from Settings → App passwords; or BLUESKY_APP_PASSWORD_PARAM, an SSM parameter name)",
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(bad(
-                    "BLUESKY_IDENTIFIER",
-                    "is required with BLUESKY_APP_PASSWORD: the account's handle or DID",
-                ))
-            }
-        };
-        let bluesky_pds_url = base_url(&get, "BLUESKY_PDS_URL", "https://bsky.social")?;
 
         let image_hosts = match get("POSTONCE_IMAGE_HOSTS") {
             None => OriginPolicy::any_public_https(),
             Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
         };
 
-        let claim_ttl = seconds(&get, "POSTONCE_CLAIM_TTL_S", 120)?;
-        let function_timeout = seconds(&get, "POSTONCE_FUNCTION_TIMEOUT_S", 60)?;
+        let claim_ttl = vars.seconds("POSTONCE_CLAIM_TTL_S", 120)?;
+        let function_timeout = vars.seconds("POSTONCE_FUNCTION_TIMEOUT_S", 60)?;
         if claim_ttl <= function_timeout {
             return Err(bad(
                 "POSTONCE_CLAIM_TTL_S",
@@ -558,40 +323,46 @@ impl Config {
             ));
         }
         let mut timeouts = Timeouts {
-            linkedin: millis(&get, "POSTONCE_LINKEDIN_TIMEOUT_MS", 10_000)?,
-            image: millis(&get, "POSTONCE_IMAGE_TIMEOUT_MS", 10_000)?,
-            redis: millis(&get, "POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
-            dynamodb: millis(&get, "POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
-            telegram: millis(&get, "POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
-            x: millis(&get, "POSTONCE_X_TIMEOUT_MS", 10_000)?,
-            mastodon: millis(&get, "POSTONCE_MASTODON_TIMEOUT_MS", 10_000)?,
-            bluesky: millis(&get, "POSTONCE_BLUESKY_TIMEOUT_MS", 10_000)?,
-            database: millis(&get, "POSTONCE_DATABASE_TIMEOUT_MS", 8_000)?,
+            image: vars.millis("POSTONCE_IMAGE_TIMEOUT_MS", 10_000)?,
+            redis: vars.millis("POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
+            dynamodb: vars.millis("POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
+            telegram: vars.millis("POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
+            database: vars.millis("POSTONCE_DATABASE_TIMEOUT_MS", 8_000)?,
         };
+        let shared = Shared {
+            function_timeout,
+            telegram_bot: telegram.as_ref().map(|t| t.bot_token.clone()),
+            telegram_api_url: telegram_api_url.clone(),
+            telegram_budget: timeouts.telegram,
+        };
+        let networks = networks::load(vars, &shared)?;
+        // The budgets of the networks posted to: they bound the quiet period, and each must be
+        // shorter than the function timeout. A network's counts once it posts for real (its
+        // dry run sends nothing), or always where it says so.
+        let budgets: Vec<(&'static str, Duration)> = networks
+            .values()
+            .filter(|n| n.budget_counts())
+            .map(|n| n.budget())
+            .fold(Vec::new(), |mut seen, b| {
+                // The channel's is the report bot's: named once.
+                if !seen.iter().any(|(var, _)| *var == b.0) {
+                    seen.push(b);
+                }
+                seen
+            });
         for (var, t) in [
-            ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
             ("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image),
             ("POSTONCE_REDIS_TIMEOUT_MS", timeouts.redis),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
             ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
-            ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
         ]
         .into_iter()
+        .chain(budgets.iter().copied())
         // The database's budget counts once there is a database.
         .chain(
             database_url
                 .is_some()
                 .then_some(("POSTONCE_DATABASE_TIMEOUT_MS", timeouts.database)),
-        )
-        // Mastodon's and Bluesky's budgets count once they post for real.
-        .chain(
-            (mastodon_url.is_some() && mastodon_token.is_some())
-                .then_some(("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon)),
-        )
-        .chain(
-            bluesky
-                .is_some()
-                .then_some(("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky)),
         ) {
             if t >= function_timeout {
                 return Err(bad(
@@ -612,59 +383,25 @@ impl Config {
                 timeouts.redis = timeouts.database;
             }
         }
-        // Mastodon's upload waits for the image's processing inside its budget (and a later
-        // try resumes the wait): the budget must hold an upload and a poll, and fit the time a
-        // run has for work (its deadline less the reserve kept for recording and reporting).
-        if mastodon_url.is_some() && mastodon_token.is_some() {
-            let work = function_timeout - (function_timeout / 4).min(Duration::from_secs(15));
-            let least = crate::publish::mastodon::MIN_BUDGET;
-            if timeouts.mastodon < least || timeouts.mastodon > work {
-                return Err(bad(
-                    "POSTONCE_MASTODON_TIMEOUT_MS",
-                    format!(
-                        "{}ms must be from {}ms (an upload and one poll of the image's processing) to {}ms (the run's time for work: POSTONCE_FUNCTION_TIMEOUT_S {}s less its reserve for recording and reporting)",
-                        timeouts.mastodon.as_millis(),
-                        least.as_millis(),
-                        work.as_millis(),
-                        function_timeout.as_secs()
-                    ),
-                ));
-            }
-        }
-        let posted_claim_ttl = seconds(&get, "POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
+        let posted_claim_ttl = vars.seconds("POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
         if posted_claim_ttl <= claim_ttl {
             return Err(bad(
                 "POSTONCE_POSTED_CLAIM_TTL_S",
                 "must exceed POSTONCE_CLAIM_TTL_S: it keeps a posted-but-not-recorded claim",
             ));
         }
-        let reconcile_window = seconds(&get, "POSTONCE_RECONCILE_WINDOW_S", 3600)?;
-        let every = gap(&get, "POSTONCE_MIN_GAP_S")?.unwrap_or(Duration::ZERO);
+        let reconcile_window = vars.seconds("POSTONCE_RECONCILE_WINDOW_S", 3600)?;
+        let every = vars.gap("POSTONCE_MIN_GAP_S")?.unwrap_or(Duration::ZERO);
         let mut min_gap = std::collections::BTreeMap::new();
         for n in Network::ALL {
-            min_gap.insert(n, gap(&get, min_gap_var(n))?.unwrap_or(every));
+            min_gap.insert(n, vars.gap(n.min_gap_var())?.unwrap_or(every));
         }
-        let reconcile_after = seconds(
-            &get,
-            "POSTONCE_RECONCILE_AFTER_S",
-            DEFAULT_RECONCILE_AFTER_S,
-        )?;
+        let reconcile_after =
+            vars.seconds("POSTONCE_RECONCILE_AFTER_S", DEFAULT_RECONCILE_AFTER_S)?;
         // A re-send inside the budget of the request it reconciles could overtake it. (The
         // budget bounds how long our side keeps a request open: the call is dropped at it.)
         // Every network a draft may be posted to counts, not only the default targets: a
-        // draft may name its own. (The channel's create runs on the Telegram budget.)
-        // Mastodon's and Bluesky's count once they post for real (their dry runs send nothing).
-        let mut budgets = vec![
-            ("POSTONCE_LINKEDIN_TIMEOUT_MS", timeouts.linkedin),
-            ("POSTONCE_X_TIMEOUT_MS", timeouts.x),
-            ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
-        ];
-        if mastodon_url.is_some() && mastodon_token.is_some() {
-            budgets.push(("POSTONCE_MASTODON_TIMEOUT_MS", timeouts.mastodon));
-        }
-        if bluesky.is_some() {
-            budgets.push(("POSTONCE_BLUESKY_TIMEOUT_MS", timeouts.bluesky));
-        }
+        // draft may name its own.
         let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
         if reconcile_after <= longest_budget {
             let named: Vec<String> = budgets
@@ -719,22 +456,13 @@ impl Config {
             aws_region: get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")),
             dynamodb_endpoint: get("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| get("AWS_ENDPOINT_URL")),
             aws_credentials,
-            linkedin,
-            linkedin_version,
-            linkedin_api_url,
             telegram,
             telegram_api_url,
             telegram_webhook_secret,
             telegram_allowed_users,
             webhook_secret,
             targets,
-            x,
-            x_api_url,
-            telegram_channel_id,
-            mastodon_url,
-            mastodon_token,
-            bluesky,
-            bluesky_pds_url,
+            networks,
             image_hosts,
             claim_ttl,
             function_timeout,
@@ -768,61 +496,17 @@ fn check_database_url(url: &str) -> Result<(), ConfigError> {
     ))
 }
 
-fn base_url(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-    default: &str,
-) -> Result<String, ConfigError> {
-    let value = get(var).unwrap_or_else(|| default.to_owned());
-    let parsed =
-        url::Url::parse(&value).map_err(|e| bad(var, format!("{value:?} is not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(bad(var, format!("{value:?} must be an http(s) URL")));
-    }
-    Ok(value.trim_end_matches('/').to_owned())
-}
-
-fn number(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-    default: u64,
-    unit: &str,
-) -> Result<u64, ConfigError> {
-    match get(var) {
-        None => Ok(default),
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n > 0 && *n <= 31 * 24 * 3600 * 1000)
-            .ok_or_else(|| {
-                bad(
-                    var,
-                    format!("{v:?} is not a positive whole number of {unit}"),
-                )
-            }),
-    }
-}
-
-fn seconds(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-    default: u64,
-) -> Result<Duration, ConfigError> {
-    number(get, var, default, "seconds").map(Duration::from_secs)
-}
-
-fn millis(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-    default: u64,
-) -> Result<Duration, ConfigError> {
-    number(get, var, default, "milliseconds").map(Duration::from_millis)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::networks::telegram_channel::config::ChannelConfig;
+    use crate::networks::x::config::XConfig;
     use std::collections::HashMap;
+
+    fn channel(c: &Config) -> Option<String> {
+        c.network::<ChannelConfig>(Network::Telegram)
+            .and_then(|ch| ch.channel.clone())
+    }
 
     fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let map: HashMap<String, String> = pairs
@@ -835,19 +519,20 @@ mod tests {
     #[test]
     fn defaults_are_local_and_safe() {
         let c = load(&[]).unwrap();
-        assert!(c.table.is_none() && c.redis_url.is_none() && c.linkedin.is_none());
+        assert!(c.table.is_none() && c.redis_url.is_none());
+        assert!(c.networks.values().all(|n| !n.is_real()));
         assert_eq!(c.claim_ttl, Duration::from_secs(120));
         assert_eq!(c.function_timeout, Duration::from_secs(60));
         assert_eq!(c.timeouts, Timeouts::default());
         assert_eq!(c.data_dir, PathBuf::from(".postonce"));
-        assert_eq!(c.linkedin_api_url, "https://api.linkedin.com");
     }
 
     #[test]
     fn the_quiet_period_outlasts_the_linkedin_budget_and_fits_the_window() {
         let c = load(&[]).unwrap();
         assert_eq!(c.reconcile_after, Duration::from_secs(300));
-        assert!(c.reconcile_after > c.timeouts.linkedin && c.reconcile_after < c.reconcile_window);
+        let (_, linkedin) = c.networks[&Network::Linkedin].budget();
+        assert!(c.reconcile_after > linkedin && c.reconcile_after < c.reconcile_window);
         let err = load(&[("POSTONCE_RECONCILE_AFTER_S", "10")]).unwrap_err();
         assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
         assert!(
@@ -1020,7 +705,7 @@ mod tests {
             ("X_ACCESS_TOKEN_SECRET", "x-token-secret-value"),
         ])
         .unwrap();
-        assert!(c.x.is_some());
+        assert!(c.networks[&Network::X].is_real());
         let shown = format!("{c:?}");
         for secret in [
             "AQX-very-secret-token",
@@ -1114,7 +799,10 @@ mod tests {
             ("X_ACCESS_TOKEN_SECRET", "ts"),
         ];
         let c = load(&all).unwrap();
-        let x = c.x.expect("credentials");
+        let x = c
+            .network::<XConfig>(Network::X)
+            .and_then(|x| x.credentials.clone())
+            .expect("credentials");
         assert_eq!(
             [
                 x.consumer_key.expose(),
@@ -1124,7 +812,7 @@ mod tests {
             ],
             ["k", "s", "t", "ts"]
         );
-        assert!(load(&[]).unwrap().x.is_none());
+        assert!(!load(&[]).unwrap().networks[&Network::X].is_real());
         // Any partial set is refused, naming every missing variable.
         for mask in 1..15u8 {
             let given: Vec<(&str, &str)> = all
@@ -1153,15 +841,17 @@ mod tests {
     #[test]
     fn x_api_url_and_timeout_have_defaults_and_are_validated() {
         let c = load(&[]).unwrap();
-        assert_eq!(c.x_api_url, "https://api.x.com");
-        assert_eq!(c.timeouts.x, Duration::from_millis(10_000));
+        let x = c.network::<XConfig>(Network::X).unwrap();
+        assert_eq!(x.api_url, "https://api.x.com");
+        assert_eq!(x.budget, Duration::from_millis(10_000));
         let c = load(&[
             ("X_API_URL", "http://127.0.0.1:9999/"),
             ("POSTONCE_X_TIMEOUT_MS", "2500"),
         ])
         .unwrap();
-        assert_eq!(c.x_api_url, "http://127.0.0.1:9999");
-        assert_eq!(c.timeouts.x, Duration::from_millis(2500));
+        let x = c.network::<XConfig>(Network::X).unwrap();
+        assert_eq!(x.api_url, "http://127.0.0.1:9999");
+        assert_eq!(x.budget, Duration::from_millis(2500));
         assert_eq!(
             load(&[("X_API_URL", "ftp://api.x.com")]).unwrap_err().var,
             "X_API_URL"
@@ -1170,13 +860,10 @@ mod tests {
 
     #[test]
     fn the_channel_id_is_checked() {
-        assert!(load(&[]).unwrap().telegram_channel_id.is_none());
+        assert!(channel(&load(&[]).unwrap()).is_none());
         for ok in ["@postonce_chan", "-1001234567890"] {
             assert_eq!(
-                load(&[("TELEGRAM_CHANNEL_ID", ok)])
-                    .unwrap()
-                    .telegram_channel_id
-                    .as_deref(),
+                channel(&load(&[("TELEGRAM_CHANNEL_ID", ok)]).unwrap()).as_deref(),
                 Some(ok)
             );
         }
@@ -1205,6 +892,104 @@ mod tests {
         ] {
             let err = load(&[(var, bad)]).unwrap_err();
             assert_eq!(err.var, var, "{bad}");
+        }
+    }
+
+    async fn adapters(
+        c: &Config,
+    ) -> std::collections::BTreeMap<Network, std::sync::Arc<dyn crate::networks::NetworkAdapter>>
+    {
+        let http = reqwest::Client::new();
+        let context = crate::networks::Context {
+            http: &http,
+            sessions: None,
+            sessions_budget: Duration::from_secs(1),
+        };
+        networks::build(&c.networks, &context).await.unwrap()
+    }
+
+    const X_VARS: [(&str, &str); 4] = [
+        ("X_API_KEY", "k"),
+        ("X_API_SECRET", "s"),
+        ("X_ACCESS_TOKEN", "t"),
+        ("X_ACCESS_TOKEN_SECRET", "ts"),
+    ];
+
+    fn note(c: &Config, n: Network) -> String {
+        networks::dry_run_note(n, &c.networks[&n].missing())
+    }
+
+    #[tokio::test]
+    async fn every_network_of_the_registry_gets_an_adapter_dry_without_credentials() {
+        let c = load(&[]).unwrap();
+        let a = adapters(&c).await;
+        assert_eq!(a.keys().copied().collect::<Vec<_>>(), Network::ALL.to_vec());
+        for (network, adapter) in &a {
+            assert_eq!(adapter.network(), *network);
+            assert!(adapter.is_dry_run(), "{network:?}");
+            // What the pipeline reads before any call agrees with what the adapter counts.
+            assert_eq!(adapter.capabilities().text.max, adapter.max_text());
+            assert!(adapter.max_text() > 0, "{network:?}");
+        }
+        assert_eq!(
+            note(&c, Network::X),
+            "dry run: set X_API_KEY, X_API_SECRET, X_ACCESS_TOKEN and X_ACCESS_TOKEN_SECRET to post to X for real"
+        );
+        assert_eq!(
+            note(&c, Network::Telegram),
+            "dry run: set TELEGRAM_BOT_TOKEN, TELEGRAM_CHAT_ID and TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
+        );
+    }
+
+    #[tokio::test]
+    async fn configured_networks_post_for_real() {
+        let mut pairs = X_VARS.to_vec();
+        pairs.extend([
+            ("TELEGRAM_BOT_TOKEN", "123:abc"),
+            ("TELEGRAM_CHAT_ID", "42"),
+            ("TELEGRAM_CHANNEL_ID", "@postonce_chan"),
+        ]);
+        let c = load(&pairs).unwrap();
+        let a = adapters(&c).await;
+        assert!(!a[&Network::X].is_dry_run());
+        assert!(!a[&Network::Telegram].is_dry_run());
+        assert!(c.networks[&Network::X].missing().is_empty());
+        assert!(c.networks[&Network::Telegram].missing().is_empty());
+        assert!(a[&Network::Linkedin].is_dry_run());
+        assert_eq!(
+            c.networks[&Network::Linkedin].missing(),
+            ["LINKEDIN_ACCESS_TOKEN", "LINKEDIN_AUTHOR"]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
+        let c = load(&[("TELEGRAM_CHANNEL_ID", "-1001234567890")]).unwrap();
+        assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
+        assert_eq!(
+            c.networks[&Network::Telegram].missing(),
+            ["TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"]
+        );
+        let c = load(&[
+            ("TELEGRAM_BOT_TOKEN", "123:abc"),
+            ("TELEGRAM_CHAT_ID", "42"),
+        ])
+        .unwrap();
+        assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
+        assert_eq!(
+            note(&c, Network::Telegram),
+            "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
+        );
+    }
+
+    #[test]
+    fn every_network_names_its_own_pacing_and_secret_variables() {
+        for n in Network::ALL {
+            let d = n.definition();
+            assert!(d.min_gap_var.starts_with("POSTONCE_MIN_GAP_S_"), "{n:?}");
+            for (var, param) in d.secrets {
+                assert_eq!(*param, format!("{var}_PARAM"));
+            }
         }
     }
 }

@@ -7,8 +7,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::key::PostKey;
-use crate::publish::mastodon::MastodonAdapter;
-use crate::publish::network::{Network, NetworkAdapter, PostError};
+use crate::networks::{dry_run_note, Context, Network, PostError};
 
 /// One check's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,40 +183,27 @@ async fn postgres(app: &App) -> Result<String, String> {
     Ok(detail)
 }
 
-/// A target's line name (the report bot keeps "Telegram").
+/// A target's line name: its label without an article (the report bot keeps "Telegram").
 fn target_name(network: Network) -> &'static str {
-    match network {
-        Network::Linkedin => "LinkedIn",
-        Network::X => "X",
-        Network::Telegram => "Telegram channel",
-        Network::Mastodon => "Mastodon",
-        Network::Bluesky => "Bluesky",
-    }
-}
-
-/// The variable that says where the network's API is.
-fn api_var(network: Network) -> &'static str {
-    match network {
-        Network::Linkedin => "LINKEDIN_API_URL",
-        Network::X => "X_API_URL",
-        Network::Telegram => "TELEGRAM_API_URL",
-        Network::Mastodon => "MASTODON_URL",
-        Network::Bluesky => "BLUESKY_PDS_URL",
-    }
+    let label = network.label();
+    label.strip_prefix("the ").unwrap_or(label)
 }
 
 /// `adapter.check()` of one target: a dry run passes and names the variables to set.
 async fn target(app: &App, network: Network) -> Result<String, String> {
-    let Some(adapter) = app.adapters.get(&network) else {
+    let (Some(adapter), Some(config)) = (
+        app.adapters.get(&network),
+        app.config.networks.get(&network),
+    ) else {
         return Err(format!(
             "{} is not supported by this version: remove it from POSTONCE_TARGETS",
             network.as_str()
         ));
     };
     if adapter.is_dry_run() {
-        return Ok(crate::adapters::dry_run_note(&app.config, network));
+        return Ok(dry_run_note(network, &config.missing()));
     }
-    let api = api_var(network);
+    let api = config.api_var();
     match bounded(adapter.check()).await {
         Some(Ok(detail)) => {
             // Adapters may start their line with their own name ("Mastodon: @…"); the check's
@@ -225,68 +211,23 @@ async fn target(app: &App, network: Network) -> Result<String, String> {
             let detail = detail
                 .strip_prefix(&format!("{}: ", target_name(network)))
                 .map_or_else(|| detail.clone(), str::to_owned);
-            Ok(match network {
-                Network::Mastodon => format!("{detail}; {}", mastodon_limits(app).await),
-                Network::Bluesky => format!("{detail} at {}", app.config.bluesky_pds_url),
-                _ => detail,
-            })
+            let context = Context {
+                http: &app.http,
+                sessions: None,
+                sessions_budget: app.config.timeouts.dynamodb,
+            };
+            Ok(config.checked(&context, detail).await)
         }
-        Some(Err(e)) => Err(match (network, &e) {
-            (Network::Linkedin, PostError::Rejected { status: 401, .. }) => {
-                "token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into()
-            }
-            (Network::Linkedin, PostError::Rejected { status: 426, .. }) => format!(
-                "LINKEDIN_VERSION {} is not active (426): update it to a current YYYYMM",
-                app.config.linkedin_version
-            ),
-            (_, PostError::NotSent { .. } | PostError::InDoubt { .. }) => {
+        Some(Err(e)) => Err(match (config.explain(&e), &e) {
+            (Some(fix), _) => fix,
+            (None, PostError::NotSent { .. } | PostError::InDoubt { .. }) => {
                 format!("{e}; check {api} and the network")
             }
-            _ => e.to_string(),
+            (None, _) => e.to_string(),
         }),
         None => Err(format!(
             "no answer within {CHECK_TIMEOUT:?}; check {api} and the network"
         )),
-    }
-}
-
-/// The instance's limits, read again with `GET /api/v2/instance` (a harmless public read):
-/// what text and images are checked against. A failed read is not fatal (the adapter then
-/// checks against Mastodon's defaults and the instance still refuses what it does not take).
-async fn mastodon_limits(app: &App) -> String {
-    let (Some(url), Some(token)) = (&app.config.mastodon_url, &app.config.mastodon_token) else {
-        return "instance limits not read".into();
-    };
-    let instance = MastodonAdapter::new(app.http.clone(), url, token.clone());
-    match bounded(instance.instance_limits()).await {
-        Some(Ok((max_characters, image_size_limit))) => {
-            // A lone URL's length is what the instance reserves per URL.
-            let per_url = instance.text_len("https://example.com/");
-            format!(
-                "instance limits: {max_characters} characters (a URL counts {per_url}), images up to {}",
-                bytes(image_size_limit)
-            )
-        }
-        Some(Err(e)) => format!(
-            "could not read the instance's limits ({e}): text is checked against {} characters",
-            instance.max_text()
-        ),
-        None => format!(
-            "could not read the instance's limits within {CHECK_TIMEOUT:?}: text is checked against {} characters",
-            instance.max_text()
-        ),
-    }
-}
-
-/// `16 MiB`, `800 KiB` when the size is a whole number of them, else `1234567 bytes`.
-fn bytes(n: usize) -> String {
-    const MB: usize = 1024 * 1024;
-    if n >= MB && n.is_multiple_of(MB) {
-        format!("{} MiB", n / MB)
-    } else if n >= 1024 && n.is_multiple_of(1024) {
-        format!("{} KiB", n / 1024)
-    } else {
-        format!("{n} bytes")
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::publish::network::Network;
+use crate::networks::Network;
 
 /// Longest `<kind>-<slug>`: `force:` + 48 bytes stays well inside Telegram's 64-byte callback data.
 pub const MAX_KEY_LEN: usize = 48;
@@ -110,7 +110,7 @@ impl PostKey {
         Self {
             kind: self.kind.clone(),
             slug: self.slug.clone(),
-            target: (network != Network::Linkedin).then_some(network),
+            target: (!network.bare_names()).then_some(network),
         }
     }
 
@@ -125,7 +125,7 @@ impl PostKey {
 
     /// The network this key's per-target names belong to (the bare key is LinkedIn's).
     pub fn network(&self) -> Network {
-        self.target.unwrap_or(Network::Linkedin)
+        self.target.unwrap_or_default()
     }
 
     /// Whether the key named a target other than LinkedIn explicitly.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::key::PostKey;
-use crate::publish::network::Network;
+use crate::networks::Network;
 
 /// The outcome of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -251,10 +251,9 @@ impl Outcome {
         if self.dry_run {
             return None;
         }
-        self.url.clone().or_else(|| match self.network {
-            Network::Linkedin => self.urn.as_deref().map(crate::publish::post_url),
-            _ => None,
-        })
+        self.url
+            .clone()
+            .or_else(|| self.network.url_of(self.urn.as_deref()?))
     }
 
     /// The buttons under the Telegram report: with several targets, each target's own, named.
@@ -294,11 +293,11 @@ impl Outcome {
     fn own_buttons(&self, named: bool) -> Vec<Button> {
         let n = self.network;
         let tag = |action: &str| {
-            // `done:<key>` / `force:<key>` are LinkedIn's; `retry:<key>` is every pending
-            // target, which is this one when it is the only one.
+            // `done:<key>` / `force:<key>` are the first network's; `retry:<key>` is every
+            // pending target, which is this one when it is the only one.
             let bare = match action {
                 "retry" => !named,
-                _ => n == Network::Linkedin,
+                _ => n.bare_names(),
             };
             if bare {
                 format!("{action}:{}", self.key)

@@ -12,41 +12,25 @@ use aws_sdk_ssm::config::timeout::TimeoutConfig;
 use aws_sdk_ssm::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_ssm::error::DisplayErrorContext;
 
-use crate::config::ConfigError;
+use crate::vars::{ConfigError, Vars};
 
-/// Variables that may be given by reference as `<NAME>_PARAM`.
-pub const BY_REFERENCE: [&str; 12] = [
-    "LINKEDIN_ACCESS_TOKEN",
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_WEBHOOK_SECRET",
-    "POSTONCE_WEBHOOK_SECRET",
-    "REDIS_URL",
-    "X_API_KEY",
-    "X_API_SECRET",
-    "X_ACCESS_TOKEN",
-    "X_ACCESS_TOKEN_SECRET",
-    "MASTODON_ACCESS_TOKEN",
-    "BLUESKY_APP_PASSWORD",
-    "DATABASE_URL",
+/// The core's variables that may be given by reference, each with its `<NAME>_PARAM` variable
+/// (spelled out: the template check, scripts/check_template.py, reads the names from the
+/// source). Each network lists its own in its folder ([`crate::networks::Definition`]).
+pub const CORE_BY_REFERENCE: [(&str, &str); 5] = [
+    ("TELEGRAM_BOT_TOKEN", "TELEGRAM_BOT_TOKEN_PARAM"),
+    ("TELEGRAM_WEBHOOK_SECRET", "TELEGRAM_WEBHOOK_SECRET_PARAM"),
+    ("POSTONCE_WEBHOOK_SECRET", "POSTONCE_WEBHOOK_SECRET_PARAM"),
+    ("REDIS_URL", "REDIS_URL_PARAM"),
+    ("DATABASE_URL", "DATABASE_URL_PARAM"),
 ];
 
-/// The `<NAME>_PARAM` variable of each [`BY_REFERENCE`] name (spelled out: the template check,
-/// scripts/check_template.py, reads the names from this file).
-fn param_var(var: &str) -> &'static str {
-    match var {
-        "LINKEDIN_ACCESS_TOKEN" => "LINKEDIN_ACCESS_TOKEN_PARAM",
-        "TELEGRAM_BOT_TOKEN" => "TELEGRAM_BOT_TOKEN_PARAM",
-        "TELEGRAM_WEBHOOK_SECRET" => "TELEGRAM_WEBHOOK_SECRET_PARAM",
-        "POSTONCE_WEBHOOK_SECRET" => "POSTONCE_WEBHOOK_SECRET_PARAM",
-        "X_API_KEY" => "X_API_KEY_PARAM",
-        "X_API_SECRET" => "X_API_SECRET_PARAM",
-        "X_ACCESS_TOKEN" => "X_ACCESS_TOKEN_PARAM",
-        "X_ACCESS_TOKEN_SECRET" => "X_ACCESS_TOKEN_SECRET_PARAM",
-        "MASTODON_ACCESS_TOKEN" => "MASTODON_ACCESS_TOKEN_PARAM",
-        "BLUESKY_APP_PASSWORD" => "BLUESKY_APP_PASSWORD_PARAM",
-        "DATABASE_URL" => "DATABASE_URL_PARAM",
-        _ => "REDIS_URL_PARAM",
-    }
+/// Every variable that may be given by reference, with its `<NAME>_PARAM` variable: the
+/// core's and every network's.
+pub fn by_reference() -> impl Iterator<Item = (&'static str, &'static str)> {
+    CORE_BY_REFERENCE
+        .into_iter()
+        .chain(crate::networks::secrets())
 }
 
 /// Reads every `<NAME>_PARAM` whose plain variable is unset, in one `GetParameters` call.
@@ -57,15 +41,11 @@ fn param_var(var: &str) -> &'static str {
 pub async fn resolve(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, String>, ConfigError> {
-    let get = |name: &str| {
-        get(name)
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
-    let wanted: Vec<(&str, String)> = BY_REFERENCE
-        .iter()
-        .filter(|var| get(var).is_none())
-        .filter_map(|var| get(param_var(var)).map(|name| (*var, name)))
+    let vars = Vars::new(&get);
+    // (the `_PARAM` variable, the parameter's name, the plain variable)
+    let wanted: Vec<(&'static str, String, &'static str)> = by_reference()
+        .filter(|(var, _)| vars.get(var).is_none())
+        .filter_map(|(var, param)| vars.get(param).map(|name| (param, name, var)))
         .collect();
     if wanted.is_empty() {
         return Ok(HashMap::new());
@@ -75,28 +55,31 @@ pub async fn resolve(
             .operation_timeout(Duration::from_secs(8))
             .build(),
     );
-    if let Some(region) = get("AWS_REGION") {
+    if let Some(region) = vars.get("AWS_REGION") {
         loader = loader.region(Region::new(region));
     }
-    if let (Some(id), Some(secret)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+    if let (Some(id), Some(secret)) = (
+        vars.get("AWS_ACCESS_KEY_ID"),
+        vars.get("AWS_SECRET_ACCESS_KEY"),
+    ) {
         loader = loader.credentials_provider(Credentials::new(
             id,
             secret,
-            get("AWS_SESSION_TOKEN"),
+            vars.get("AWS_SESSION_TOKEN"),
             None,
             "postonce-env",
         ));
     }
     let shared = loader.load().await;
     let mut builder = aws_sdk_ssm::config::Builder::from(&shared);
-    if let Some(endpoint) = get("AWS_ENDPOINT_URL_SSM") {
+    if let Some(endpoint) = vars.get("AWS_ENDPOINT_URL_SSM") {
         builder = builder.endpoint_url(endpoint);
     }
     let client = aws_sdk_ssm::Client::from_conf(builder.build());
     // GetParameters takes at most 10 names per call.
     let mut found: HashMap<String, String> = HashMap::new();
     for chunk in wanted.chunks(10) {
-        let names: Vec<String> = chunk.iter().map(|(_, n)| n.clone()).collect();
+        let names: Vec<String> = chunk.iter().map(|(_, n, _)| n.clone()).collect();
         let call = client
             .get_parameters()
             .set_names(Some(names))
@@ -105,11 +88,11 @@ pub async fn resolve(
         let out = tokio::time::timeout(Duration::from_secs(10), call)
             .await
             .map_err(|_| ConfigError {
-                var: param_var(chunk[0].0),
+                var: chunk[0].0,
                 problem: "SSM did not answer GetParameters within 10 s".into(),
             })?
             .map_err(|e| ConfigError {
-                var: param_var(chunk[0].0),
+                var: chunk[0].0,
                 problem: format!(
                     "could not read SSM parameters ({}); the function's role needs ssm:GetParameters on them",
                     DisplayErrorContext(e)
@@ -122,14 +105,14 @@ pub async fn resolve(
         }
     }
     let mut resolved = HashMap::new();
-    for (var, name) in &wanted {
+    for (param, name, var) in &wanted {
         match found.get(name.as_str()) {
             Some(value) => {
                 resolved.insert((*var).to_owned(), value.clone());
             }
             None => {
                 return Err(ConfigError {
-                    var: param_var(var),
+                    var: param,
                     problem: format!(
                         "SSM parameter {name:?} does not exist (create it as a SecureString)"
                     ),
@@ -147,8 +130,7 @@ mod tests {
     #[test]
     fn every_secret_has_its_own_param_variable() {
         let mut seen = std::collections::HashSet::new();
-        for var in BY_REFERENCE {
-            let param = param_var(var);
+        for (var, param) in by_reference() {
             assert_eq!(param, format!("{var}_PARAM"));
             assert!(seen.insert(param), "{param} twice");
         }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::publish::linkedin::LinkedIn;
-use postonce::publish::linkedin_target::LinkedInTarget;
-use postonce::publish::network::{Media, NetworkAdapter, PostError};
+use postonce::networks::linkedin::rest::LinkedIn;
+use postonce::networks::linkedin::target::LinkedInTarget;
+use postonce::networks::{Media, NetworkAdapter, PostError};
 use support::env::LI_TOKEN;
 use support::linkedin::{DuplicateCheck, LinkedInFake, Mode};
 

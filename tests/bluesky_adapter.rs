@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::publish::bluesky::{BlueskyAdapter, BlueskyDryRun};
-use postonce::publish::network::{
-    Created, Media, MediaRef, NetworkAdapter, PostError, PreparedPost,
-};
+use postonce::networks::bluesky::{BlueskyAdapter, BlueskyDryRun};
+use postonce::networks::{Created, Media, MediaRef, NetworkAdapter, PostError, PreparedPost};
 use serde_json::{json, Value};
 use support::bluesky::{blob_cid, BlueskyFake, Mode, APP_PASSWORD, DID, HANDLE};
 use support::images::{gif_bytes, png_bytes};
@@ -676,11 +674,11 @@ async fn capabilities() {
     let fake = BlueskyFake::start().await;
     let b = adapter(&fake);
     let caps = b.capabilities();
-    assert!(caps.client_chosen_id && caps.reads_back);
-    assert!(!caps.duplicate_names_post && !caps.duplicate_without_id);
-    assert_eq!(caps.idempotency_key, None);
+    assert!(caps.client_chosen_id() && caps.reads_back);
+    assert!(!caps.duplicate_names_post() && !caps.duplicate_without_id());
+    assert_eq!(caps.idempotency_key(), None);
     assert!(!b.is_dry_run());
-    assert_eq!(b.network(), postonce::publish::network::Network::Bluesky);
+    assert_eq!(b.network(), postonce::networks::Network::Bluesky);
     // Two posts prepared back to back get different, increasing keys.
     let a = b.prepare("a", &MediaRef(Value::Null), "k").key.unwrap();
     let c = b.prepare("a", &MediaRef(Value::Null), "k").key.unwrap();
@@ -735,7 +733,7 @@ async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let fake = BlueskyFake::start().await;
     let b = BlueskyDryRun::new(&fake.uri(), Some(HANDLE));
     assert!(b.is_dry_run());
-    assert!(b.capabilities().client_chosen_id);
+    assert!(b.capabilities().client_chosen_id());
     let m = b.upload(&media(Some("alt"))).await.unwrap();
     assert!(m.0["blob"]["ref"]["$link"]
         .as_str()
@@ -751,7 +749,7 @@ async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let c = b.create(&p, &media(Some("alt"))).await.unwrap();
     let id = c.id.unwrap();
     assert!(id.starts_with("dryrun-"));
-    assert!(postonce::publish::is_dry_run_urn(&id));
+    assert!(postonce::networks::is_dry_run_urn(&id));
     assert!(c
         .url
         .unwrap()

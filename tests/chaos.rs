@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use postonce::key::PostKey;
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 use postonce::record::DraftStatus;
 use postonce::triggers::Router;
 use serde_json::{json, Value};
@@ -314,14 +314,14 @@ async fn crash_chaos_settles_every_draft_relying_on_linkedins_duplicate_answer()
 }
 
 /// The five networks of [`Env::with_five_targets`].
-const NETWORKS: [Network; 5] = Network::ALL;
+const NETWORKS: &[Network] = &Network::ALL;
 
 /// [`verdict`], per target: each (key, network) pair read from its own stored state
 /// (`key.on(network)`) and counted at that network's fake.
 async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network, Verdict> {
     let mut out: BTreeMap<Network, Verdict> = BTreeMap::new();
     for key in keys {
-        for n in NETWORKS {
+        for &n in NETWORKS {
             let v = out.entry(n).or_default();
             let target = key.on(n);
             let posts = env.posts_on(key, n);
@@ -552,7 +552,7 @@ async fn crash_chaos_five_targets_no_duplicates_no_lost_per_target() {
         "no duplicate at Bluesky"
     );
     // Every target not posted is told (the channel: at once, nothing can check it) or due.
-    let told = told_or_due(&env, &keys, &NETWORKS).await;
+    let told = told_or_due(&env, &keys, NETWORKS).await;
     println!("not posted, per network: (told once, due for the sweeper) {told:?}");
 }
 

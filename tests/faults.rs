@@ -12,8 +12,8 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind};
-use postonce::publish::network::Network;
 use postonce::record::DraftStatus;
 use support::env::Env;
 use support::linkedin::DuplicateCheck;
@@ -358,7 +358,7 @@ async fn fault_matrix_settles_every_key_relying_on_linkedins_duplicate_answer() 
 // Five targets.
 
 /// The five networks of [`Env::with_five_targets`].
-const NETWORKS: [Network; 5] = Network::ALL;
+const NETWORKS: &[Network] = &Network::ALL;
 
 /// What the five-target fault matrix saw on one network.
 #[derive(Debug, Default)]
@@ -443,7 +443,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
             fail::cfg(point, action).expect("fail point");
             let first = {
                 let app = env.app.clone();
-                let req = env.request_to(&key, Some(env.announcement(&key)), &NETWORKS);
+                let req = env.request_to(&key, Some(env.announcement(&key)), NETWORKS);
                 let dl = env.deadline();
                 tokio::spawn(async move { app.pipeline.run(req, dl).await }).await
             };
@@ -482,7 +482,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
     tokio::time::sleep(env.app.config.claim_ttl + Duration::from_millis(500)).await;
     for (point, label, key, first, last) in &combos {
         let last_kinds = last.as_ref().map(per_target).unwrap_or_default();
-        for n in NETWORKS {
+        for &n in NETWORKS {
             let f = figures.entry(n).or_default();
             f.combinations += 1;
             let posts = env.posts_on(key, n);

@@ -3,7 +3,7 @@
 
 use postonce::image::OriginPolicy;
 use postonce::key::PostKey;
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 use postonce::triggers::telegram::{parse_data, parse_update, Update};
 use postonce::triggers::{ci::signature_valid, parse_draft, parse_targets};
 use proptest::prelude::*;
@@ -151,7 +151,7 @@ proptest! {
 
     #[test]
     fn little_text_escapes_every_reserved_character(s in ".{0,200}") {
-        let out = postonce::publish::little_text::escape(&s);
+        let out = postonce::networks::linkedin::little_text::escape(&s);
         // Removing the escapes gives the caption back: nothing is lost or added.
         let mut back = String::new();
         let mut chars = out.chars();

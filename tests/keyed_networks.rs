@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
-use postonce::publish::network::Network;
 use postonce::triggers::{HttpRequest, Router};
 use serde_json::{json, Value};
 use support::bluesky::Mode as BskyMode;
@@ -1027,7 +1027,7 @@ async fn a_caption_too_long_for_one_network_is_a_400_naming_it() {
     // characters).
     let key = env.key();
     let m500 = format!("{} {url}", "a".repeat(476));
-    assert_eq!(postonce::publish::mastodon::status_len(&m500, 23), 500);
+    assert_eq!(postonce::networks::mastodon::status_len(&m500, 23), 500);
     assert!(m500.chars().count() > 500);
     let b300 = e.repeat(300);
     assert_eq!(b300.chars().count(), 600);

@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::publish::mastodon::{create_body, MastodonAdapter, MastodonDryRun};
-use postonce::publish::network::{Media, MediaRef, NetworkAdapter, PostError, PreparedPost};
+use postonce::networks::mastodon::{create_body, MastodonAdapter, MastodonDryRun};
+use postonce::networks::{Media, MediaRef, NetworkAdapter, PostError, PreparedPost};
 use serde_json::json;
 use support::images::png_bytes;
 use support::mastodon::{MastodonFake, Mode, Read, TOKEN, USERNAME};
@@ -721,7 +721,7 @@ async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     assert_eq!(p.key.as_deref().map(str::len), Some(64));
     let c = m.create(&p, &media(None)).await.unwrap();
     assert!(c.id.as_deref().unwrap().starts_with("dryrun-"));
-    assert!(postonce::publish::is_dry_run_urn(c.id.as_deref().unwrap()));
+    assert!(postonce::networks::is_dry_run_urn(c.id.as_deref().unwrap()));
     assert_eq!(m.find(&p, now()).await.unwrap(), None);
     assert!(m.check().await.unwrap().contains("dry run"));
     assert_eq!(m.text_len("hello https://example.com/p"), 6 + 23);
@@ -734,9 +734,11 @@ async fn capabilities() {
     let fake = MastodonFake::start().await;
     let m = adapter(&fake);
     let caps = m.capabilities();
-    assert_eq!(caps.idempotency_key, Some(Duration::from_secs(3600)));
+    assert_eq!(caps.idempotency_key(), Some(Duration::from_secs(3600)));
     assert!(caps.reads_back);
-    assert!(!caps.client_chosen_id && !caps.duplicate_names_post && !caps.duplicate_without_id);
+    assert!(
+        !caps.client_chosen_id() && !caps.duplicate_names_post() && !caps.duplicate_without_id()
+    );
     assert!(!m.is_dry_run());
-    assert_eq!(m.network(), postonce::publish::network::Network::Mastodon);
+    assert_eq!(m.network(), postonce::networks::Network::Mastodon);
 }

@@ -920,8 +920,8 @@ async fn the_image_fetch_and_initialize_upload_overlap() {
 /// for the safe calls; a refused connection is "not sent".
 #[tokio::test]
 async fn resets_and_refusals_are_classified() {
-    use postonce::publish::linkedin::LinkedIn;
-    use postonce::publish::{NewPost, Publisher};
+    use postonce::networks::linkedin::rest::LinkedIn;
+    use postonce::networks::linkedin::{NewPost, Publisher};
     use tokio::io::AsyncReadExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -951,7 +951,11 @@ async fn resets_and_refusals_are_classified() {
     assert!(e.is_ambiguous(), "{e:?}");
     let e = li.initialize_upload().await.expect_err("reset");
     assert!(
-        e.is_transient() && !matches!(e, postonce::publish::PublishError::Rejected { .. }),
+        e.is_transient()
+            && !matches!(
+                e,
+                postonce::networks::linkedin::PublishError::Rejected { .. }
+            ),
         "{e:?}"
     );
     let closed = support::services::free_port();
@@ -964,7 +968,7 @@ async fn resets_and_refusals_are_classified() {
     );
     let e = li.create_post(&post).await.expect_err("refused");
     assert!(
-        matches!(e, postonce::publish::PublishError::NotSent(_)),
+        matches!(e, postonce::networks::linkedin::PublishError::NotSent(_)),
         "{e:?}"
     );
     assert!(!e.is_ambiguous());

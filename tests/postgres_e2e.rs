@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
-use postonce::publish::network::Network;
+use postonce::networks::Network;
 use postonce::record::{now_s, DraftStatus, DraftUpdate};
 use support::env::{Env, Stores};
 use support::linkedin::DuplicateCheck;

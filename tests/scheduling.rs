@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind};
 use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
-use postonce::publish::network::Network;
 use postonce::record::{now_s, rfc3339, DraftStatus};
 use postonce::triggers::Router;
 use serde_json::{json, Value};

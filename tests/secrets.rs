@@ -143,7 +143,10 @@ async fn the_x_credentials_resolve_by_reference_into_the_configuration() {
         got.get(k).cloned().or_else(|| vars.get(k).cloned())
     })
     .expect("valid configuration");
-    let x = config.x.as_ref().expect("X credentials");
+    let x = config
+        .network::<postonce::networks::x::config::XConfig>(postonce::networks::Network::X)
+        .and_then(|x| x.credentials.as_ref())
+        .expect("X credentials");
     assert_eq!(x.consumer_key.expose(), "x-key-from-ssm");
     assert_eq!(x.consumer_secret.expose(), "x-secret-from-ssm");
     assert_eq!(x.token.expose(), "x-token-from-ssm");

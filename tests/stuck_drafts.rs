@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind};
-use postonce::publish::network::Network;
 use postonce::record::DraftStatus;
 use support::env::{Env, Stores};
 use support::linkedin::DuplicateCheck as LinkedInCheck;

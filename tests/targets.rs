@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use postonce::budget::Deadline;
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
-use postonce::publish::network::Network;
 use postonce::triggers::{HttpRequest, Router};
 use serde_json::{json, Value};
 use support::env::{Env, Stores, CHANNEL, CHAT, OWNER, TG_SECRET};
@@ -917,7 +917,7 @@ async fn a_caption_too_long_for_any_target_is_refused_and_nothing_is_stored() {
     // as 23 (the text has 357 characters); the channel counts an emoji as 2 UTF-16 units.
     let key = env.key();
     let x280 = format!("{} https://example.com/{}", "a".repeat(256), "p".repeat(80));
-    assert_eq!(postonce::publish::x::weighted_len(&x280), 280);
+    assert_eq!(postonce::networks::x::weighted_len(&x280), 280);
     let tg1024 = "😀".repeat(512);
     let li3000 = format!("{key} {}", "c".repeat(2999 - key.to_string().len()));
     assert_eq!(li3000.chars().count(), 3000);

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::publish::network::{Media, NetworkAdapter, PostError};
-use postonce::publish::telegram_channel::{
+use postonce::networks::telegram_channel::{
     is_dry_run_id, DryRunChannel, TelegramChannel, CAPTION_MAX,
 };
+use postonce::networks::{Media, NetworkAdapter, PostError};
 use support::images::png_bytes;
 use support::tg_channel::{ChannelMode, TgChannelFake, CHANNEL_ID};
 
@@ -45,7 +45,7 @@ fn cover() -> Media {
 async fn post(
     a: &dyn NetworkAdapter,
     text: &str,
-) -> Result<postonce::publish::network::Created, PostError> {
+) -> Result<postonce::networks::Created, PostError> {
     let media = cover();
     let r = a.upload(&media).await?;
     let prepared = a.prepare(text, &r, "unused-key");

@@ -550,9 +550,9 @@ async fn lambda_events_route_and_answer() {
 /// 8 buttons (the fake does too), takes it. In one row it was refused and never arrived.
 #[tokio::test]
 async fn a_report_of_five_unknown_targets_arrives_one_row_per_target() {
+    use postonce::networks::Network;
     use postonce::notify::telegram::{TelegramClient, TelegramNotifier};
     use postonce::notify::Notifier;
-    use postonce::publish::network::Network;
     use support::telegram::{TelegramFake, MAX_ROW_BUTTONS};
 
     let fake = TelegramFake::start(support::env::TG_TOKEN).await;

@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::publish::network::{Created, Media, MediaRef, NetworkAdapter, PostError};
-use postonce::publish::oauth1::{self, Credentials};
-use postonce::publish::x::{XAdapter, XDryRun};
+use postonce::networks::x::oauth1::{self, Credentials};
+use postonce::networks::x::{XAdapter, XDryRun};
+use postonce::networks::{Created, Media, MediaRef, NetworkAdapter, PostError};
 use support::images::png_bytes;
 use support::x::{
     DuplicateCheck, Mode, Read, XFake, ACCESS_TOKEN, ACCESS_TOKEN_SECRET, CONSUMER_KEY,
@@ -513,9 +513,9 @@ async fn capabilities_and_text_rules() {
     let fake = XFake::start().await;
     let x = adapter(&fake);
     let caps = x.capabilities();
-    assert!(caps.duplicate_without_id && caps.reads_back);
-    assert!(!caps.duplicate_names_post && !caps.client_chosen_id);
-    assert_eq!(caps.idempotency_key, None);
+    assert!(caps.duplicate_without_id() && caps.reads_back);
+    assert!(!caps.duplicate_names_post() && !caps.client_chosen_id());
+    assert_eq!(caps.idempotency_key(), None);
     assert_eq!(x.max_text(), 280);
     assert_eq!(
         x.text_len("Read https://example.com/a/long/path 😀"),

@@ -13,8 +13,8 @@ use redis::{AsyncCommands, Script};
 use tokio::sync::OnceCell;
 
 use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
-use crate::config::Secret;
 use crate::key::PostKey;
+use crate::vars::Secret;
 
 const RELEASE: &str = r"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{MessageRef, Notifier, NotifyError};
-use crate::config::Secret;
 use crate::outcome::Outcome;
+use crate::vars::Secret;
 
 /// A Bot API failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -56,12 +56,12 @@ use crate::claim::{Acquire, ClaimStore, ClaimValue};
 use crate::config::{Config, Timeouts};
 use crate::image::{ImageError, ImageFetcher};
 use crate::key::PostKey;
+use crate::networks::capabilities::Idempotency;
+use crate::networks::{
+    is_dry_run_urn, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
+};
 use crate::notify::{MessageRef, Notifier};
 use crate::outcome::{Outcome, OutcomeKind};
-use crate::publish::network::{
-    Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
-};
-use crate::publish::{is_dry_run_urn, Publisher};
 use crate::record::{
     now_ms, now_s, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PendingPost,
     PostedRecord, PutPosted, RecordStore, Slot, Snapshot,
@@ -195,7 +195,6 @@ pub struct Pipeline {
     pub claims: Arc<dyn ClaimStore>,
     /// LinkedIn's record store; every real target shares it (each in its own names).
     pub records: Arc<dyn RecordStore>,
-    pub publisher: Arc<dyn Publisher>,
     pub notifier: Arc<dyn Notifier>,
     pub settings: Settings,
     /// The targets of a draft that names none (`POSTONCE_TARGETS`).
@@ -252,18 +251,14 @@ impl Lane {
     /// This network's way to settle an ambiguous create.
     pub(crate) fn settle(&self) -> Settle {
         let caps = self.adapter.capabilities();
-        if caps.client_chosen_id {
-            Settle::Replay { window: None }
-        } else if let Some(window) = caps.idempotency_key {
-            Settle::Replay {
+        match caps.idempotency {
+            Idempotency::ClientChosenId => Settle::Replay { window: None },
+            Idempotency::Key(window) => Settle::Replay {
                 window: Some(window),
-            }
-        } else if caps.duplicate_names_post {
-            Settle::Resend
-        } else if caps.reads_back {
-            Settle::ReadBack
-        } else {
-            Settle::AskOwner
+            },
+            Idempotency::DuplicateNamesPost => Settle::Resend,
+            _ if caps.reads_back => Settle::ReadBack,
+            _ => Settle::AskOwner,
         }
     }
 
@@ -271,14 +266,13 @@ impl Lane {
     /// existing entries still count; every other network has its own.
     pub(crate) fn text_hash(&self, content: &DraftContent) -> String {
         let hash = caption_hash(&full_text(content));
-        match self.network {
-            Network::Linkedin => hash,
-            // Hex like LinkedIn's (the stores name index entries by it), apart per network.
-            n => {
-                use sha2::{Digest, Sha256};
-                hex::encode(Sha256::digest(format!("{}:{hash}", n.as_str()).as_bytes()))
-            }
+        let n = self.network;
+        if n.bare_names() {
+            return hash;
         }
+        // Hex like the bare hash (the stores name index entries by it), apart per network.
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(format!("{}:{hash}", n.as_str()).as_bytes()))
     }
 
     /// One target's run: `req.key` names the target. `seen`: its draft as the run's plan

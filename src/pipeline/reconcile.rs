@@ -321,7 +321,7 @@ impl Lane {
             content_type: "",
             alt: pending.alt.clone(),
         };
-        if !self.adapter.capabilities().client_chosen_id {
+        if !self.adapter.capabilities().client_chosen_id() {
             return Ok(none);
         }
         let Some(content) = &draft.content else {

@@ -261,7 +261,7 @@ impl Lane {
         let until = (last_ms + interval + 999) / 1000;
         let reason = format!(
             "delayed: {} keeps posts to {} {}s apart, and the last one went {}; it goes at {} or the first sweep after",
-            crate::config::min_gap_var(self.network),
+            self.network.min_gap_var(),
             self.network.label(),
             gap.as_secs_f64(),
             rfc(last_ms / 1000),

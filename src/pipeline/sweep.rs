@@ -392,7 +392,7 @@ impl Pipeline {
                 until: crate::record::rfc3339(until),
                 reason: format!(
                     "{} keeps posts to {} {}s apart; a later sweep posts it",
-                    crate::config::min_gap_var(lane.network),
+                    lane.network.min_gap_var(),
                     lane.network.label(),
                     gap.as_secs_f64()
                 ),

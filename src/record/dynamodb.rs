@@ -200,7 +200,7 @@ fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
 /// In the real namespace, the condition under which a `posted:` item does not count as a post:
 /// a dry run's record (only an older version could write one there), whose URN carries the
 /// mark (LinkedIn's) or starts with it (the other networks'); see
-/// [`crate::publish::is_dry_run_urn`]. Uses `#urn`, `:dry` and `:dryid`.
+/// [`crate::networks::is_dry_run_urn`]. Uses `#urn`, `:dry` and `:dryid`.
 const DRY_RECORD: &str = "contains(#urn, :dry) OR begins_with(#urn, :dryid)";
 
 /// The record's copy a posted draft keeps ([`Draft::record`]), as JSON.
@@ -808,7 +808,7 @@ impl RecordStore for DynamoStore {
         let mut condition = format!("attribute_not_exists({rec}) OR {st} <> {posted}");
         if self.ns.is_empty() {
             // The copy of a dry run's record (see `DRY_RECORD`), in its JSON.
-            let dry = e.value(s(crate::publish::dry_run::MARK));
+            let dry = e.value(s(crate::networks::show::MARK));
             let dry_id = e.value(s("\"urn\":\"dryrun-"));
             condition.push_str(&format!(
                 " OR contains({rec}, {dry}) OR contains({rec}, {dry_id})"
@@ -923,7 +923,7 @@ impl RecordStore for DynamoStore {
             // proves nothing was posted: a real record may replace it.
             put.condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
                 .expression_attribute_names("#urn", "urn")
-                .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+                .expression_attribute_values(":dry", s(crate::networks::show::MARK))
                 .expression_attribute_values(":dryid", s("dryrun-"))
         } else {
             put.condition_expression("attribute_not_exists(pk)")
@@ -1038,7 +1038,7 @@ impl RecordStore for DynamoStore {
             no_record
                 .condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
                 .expression_attribute_names("#urn", "urn")
-                .expression_attribute_values(":dry", s(crate::publish::dry_run::MARK))
+                .expression_attribute_values(":dry", s(crate::networks::show::MARK))
                 .expression_attribute_values(":dryid", s("dryrun-"))
         } else {
             no_record.condition_expression("attribute_not_exists(pk)")

@@ -31,8 +31,8 @@ use super::{
     Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
     Slot, Snapshot, StoreError,
 };
-use crate::config::Secret;
 use crate::key::PostKey;
+use crate::vars::Secret;
 
 /// Extension of temporary files, which exist only while their writer holds a folder's lock (or
 /// after it crashed).
@@ -340,7 +340,7 @@ impl Folder {
             && record
                 .urn
                 .as_deref()
-                .is_some_and(crate::publish::is_dry_run_urn))
+                .is_some_and(crate::networks::is_dry_run_urn))
     }
 
     /// Whether `draft` is posted and holds its record's copy (see [`Draft::record`]).

@@ -11,13 +11,14 @@ pub mod local;
 pub mod postgres;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Secret;
 use crate::key::PostKey;
-use crate::publish::network::{Network, PreparedPost};
+use crate::networks::{Network, PreparedPost};
+use crate::vars::Secret;
 
 /// Where the durable record of a key lives.
 pub fn record_name(key: &PostKey) -> String {
@@ -379,7 +380,7 @@ pub trait RecordStore: Send + Sync {
 
     /// Writes the record if none exists (`attribute_not_exists(pk)`) or, outside the dry-run
     /// namespace, if the one there is a dry run's (its URN is marked, see
-    /// [`crate::publish::is_dry_run_urn`]); and in the same request
+    /// [`crate::networks::is_dry_run_urn`]); and in the same request
     /// marks the draft `posted`, expiring at `draft_expires_at`, and indexes the caption hash.
     async fn put_posted(
         &self,
@@ -443,6 +444,24 @@ pub trait RecordStore: Send + Sync {
 
     /// Stores (replaces) the secret kept under `name`. Last writer wins.
     async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError>;
+}
+
+/// A record store as the place where adapters keep their sessions
+/// ([`crate::networks::SessionStore`]).
+pub struct KeptSecrets(pub Arc<dyn RecordStore>);
+
+#[async_trait]
+impl crate::networks::SessionStore for KeptSecrets {
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, String> {
+        self.0.load_secret(name).await.map_err(|e| e.to_string())
+    }
+
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), String> {
+        self.0
+            .save_secret(name, value)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Where a secret an adapter keeps lives (`secret:<name>`); `name` is `[a-z0-9_-]{1,32}`.

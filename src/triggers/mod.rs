@@ -19,9 +19,9 @@ use crate::app::App;
 use crate::budget::Deadline;
 use crate::image::OriginPolicy;
 use crate::key::PostKey;
+use crate::networks::linkedin::little_text::MAX_CHARS;
+use crate::networks::Network;
 use crate::outcome::Outcome;
-use crate::publish::little_text::MAX_CHARS;
-use crate::publish::network::Network;
 use crate::record::DraftContent;
 
 /// Largest request body any route reads.

@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::budget::Deadline;
 use crate::key::PostKey;
-use crate::publish::network::Network;
+use crate::networks::Network;
 
 /// One scheduled draft: its key, when it goes (Unix seconds), its targets and the note.
 pub struct ScheduledEntry {
@@ -94,7 +94,7 @@ pub async fn key_status(app: &App, key: &PostKey, dl: &Deadline) -> Result<KeySt
         let has = status.snapshot.record.is_some()
             || status.snapshot.draft.is_some()
             || status.claim.is_some();
-        if *network == Network::Linkedin {
+        if network.bare_names() {
             linkedin = Some(one.clone());
         }
         if has {

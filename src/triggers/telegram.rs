@@ -12,9 +12,9 @@ use super::{HttpRequest, HttpResponse};
 use crate::app::App;
 use crate::budget::Deadline;
 use crate::key::PostKey;
+use crate::networks::Network;
 use crate::notify::MessageRef;
 use crate::pipeline::{Action, PostRequest, Source};
-use crate::publish::network::Network;
 
 /// How long an `update_id` is remembered (Telegram keeps updates for 24 h).
 const UPDATE_MEMORY: Duration = Duration::from_secs(24 * 3600);
@@ -71,7 +71,7 @@ pub fn parse_data(data: &str) -> Result<Press, String> {
         }
         (_, Some(n)) => vec![n],
         (Action::Post | Action::Now | Action::Cancel, None) => vec![],
-        (_, None) => vec![Network::Linkedin],
+        (_, None) => vec![Network::default()],
     };
     Ok(Press {
         action,

@@ -10,9 +10,9 @@ use postonce::app::App;
 use postonce::budget::Deadline;
 use postonce::config::Config;
 use postonce::key::PostKey;
+use postonce::networks::Network;
 use postonce::outcome::Outcome;
 use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
-use postonce::publish::network::Network;
 use postonce::record::DraftContent;
 
 use super::bluesky::BlueskyFake;
@@ -442,7 +442,7 @@ impl Env {
         &self,
         key: &PostKey,
         content: Option<DraftContent>,
-        targets: &[postonce::publish::network::Network],
+        targets: &[postonce::networks::Network],
     ) -> PostRequest {
         PostRequest {
             targets: targets.to_vec(),

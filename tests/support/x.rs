@@ -630,7 +630,7 @@ impl State {
         if text.is_empty() && media_ids.is_empty() {
             return json_answer(400, error_body(400));
         }
-        if postonce::publish::x::weighted_len(&text) > 280 {
+        if postonce::networks::x::weighted_len(&text) > 280 {
             // Observed for over-long text (API-NOTES): a bare 403.
             return json_answer(403, error_body(403));
         }

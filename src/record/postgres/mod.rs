@@ -25,9 +25,9 @@ use super::{
     secret_name, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted,
     RecordStore, Slot, Snapshot, StoreError,
 };
-use crate::config::Secret;
 use crate::key::PostKey;
 use crate::postgres::{Database, DbError};
+use crate::vars::Secret;
 use update::Sql;
 
 /// Records, drafts and pacing in PostgreSQL.

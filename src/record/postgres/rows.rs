@@ -84,10 +84,10 @@ pub fn record(v: serde_json::Value) -> Result<PostedRecord, StoreError> {
 }
 
 /// SQL true when the record in `urn` (an expression) is a dry run's
-/// ([`crate::publish::is_dry_run_urn`]).
+/// ([`crate::networks::is_dry_run_urn`]).
 pub fn dry_urn(urn: &str) -> String {
     format!(
         "(strpos({urn}, '{}') > 0 OR starts_with({urn}, 'dryrun-'))",
-        crate::publish::dry_run::MARK
+        crate::networks::show::MARK
     )
 }

@@ -111,7 +111,7 @@ pub(super) async fn answer(app: &App, parsed: &ParsedRun, dl: &Deadline) -> Call
             },
             "length": length,
             "max": max,
-            "counted_as": super::tools::how_counted(*n),
+            "counted_as": lane.adapter.capabilities().text.counting.describe(),
             "dry_run": lane.adapter.is_dry_run(),
             "already_posted": already,
         }));

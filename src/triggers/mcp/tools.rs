@@ -9,8 +9,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::key::{MAX_KEY_LEN, MAX_KIND_LEN};
-use crate::publish::little_text::MAX_CHARS;
-use crate::publish::network::Network;
+use crate::networks::linkedin::little_text::MAX_CHARS;
 
 /// The tool names, in the order `tools/list` gives them.
 pub const NAMES: [&str; 6] = [
@@ -48,16 +47,6 @@ fn object(value: Value) -> Arc<JsonObject> {
     }
 }
 
-pub fn how_counted(n: Network) -> &'static str {
-    match n {
-        Network::Linkedin => "characters",
-        Network::X => "weighted characters, a URL as 23",
-        Network::Telegram => "UTF-16 units",
-        Network::Mastodon => "characters, a URL at the instance's fixed length",
-        Network::Bluesky => "graphemes",
-    }
-}
-
 /// Each network's caption limit as this process counts it: "linkedin 3000 characters; …".
 pub fn caption_limits(app: &App) -> String {
     app.pipeline
@@ -68,7 +57,7 @@ pub fn caption_limits(app: &App) -> String {
                 "{} {} {}",
                 n.as_str(),
                 lane.adapter.max_text(),
-                how_counted(*n)
+                lane.adapter.capabilities().text.counting.describe()
             )
         })
         .collect::<Vec<_>>()

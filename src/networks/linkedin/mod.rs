@@ -1,19 +1,21 @@
-//! Publishing to LinkedIn: upload the cover image, then create the post.
+//! LinkedIn. Its idempotency primitive: none a client controls. LinkedIn refuses an identical
+//! create with `422 DUPLICATE_POST`, naming the existing post's URN, within a window it does
+//! not document; so after the quiet period (and within `POSTONCE_RECONCILE_WINDOW_S`) an
+//! ambiguous create is settled by re-sending the identical request, whose duplicate answer
+//! names the post; past the window, the owner is asked.
 //!
-//! The [`Publisher`] exposes the three calls separately so the pipeline can put its own budget
-//! and retry policy on each (initializeUpload and the upload PUT are safe to repeat;
-//! create-post never is). Adapters only classify what happened ([`PublishError`]).
+//! The [`Publisher`] exposes LinkedIn's three calls separately (initializeUpload and the
+//! upload PUT are safe to repeat; create-post never is); [`target::LinkedInTarget`] puts it
+//! behind the [`crate::networks::NetworkAdapter`] shape. Adapters only classify what happened
+//! ([`PublishError`]).
 
-pub mod bluesky;
+pub mod config;
 pub mod dry_run;
-pub mod linkedin;
-pub mod linkedin_target;
 pub mod little_text;
-pub mod mastodon;
-pub mod network;
-pub mod oauth1;
-pub mod telegram_channel;
-pub mod x;
+pub mod rest;
+pub mod target;
+
+pub use config::DEFINITION;
 
 use std::time::Duration;
 
@@ -121,14 +123,6 @@ pub fn create_post_body(author: &str, post: &NewPost) -> serde_json::Value {
         "lifecycleState": "PUBLISHED",
         "isReshareDisabledByAuthor": false
     })
-}
-
-/// Whether a post or image URN was made up by the dry-run publisher (see [`dry_run`]). A real
-/// run never records, repairs from or answers with such a URN.
-pub fn is_dry_run_urn(urn: &str) -> bool {
-    // LinkedIn's dry run marks URNs (`urn:li:share:dryrun-…`); the other networks' dry runs
-    // answer ids that start with the mark (`dryrun-…`).
-    urn.contains(dry_run::MARK) || urn.starts_with("dryrun-")
 }
 
 /// The public URL of a post.

@@ -18,7 +18,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use rand::distr::{Alphanumeric, SampleString};
 use sha1::Sha1;
 
-use crate::config::Secret;
+use crate::vars::Secret;
 
 /// Everything but the unreserved characters `A-Z a-z 0-9 - . _ ~` is encoded (RFC 5849 §3.6),
 /// with upper-case hex; a space is `%20`, never `+`.

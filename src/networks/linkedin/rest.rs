@@ -9,7 +9,7 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 
 use super::{NewPost, PublishError, Publisher, UploadTarget};
-use crate::config::Secret;
+use crate::vars::Secret;
 
 /// Publishes through LinkedIn's versioned REST API.
 pub struct LinkedIn {

@@ -6,6 +6,11 @@
 //! naming the post, so the adapter claims [`Capabilities::duplicate_without_id`] and
 //! [`Capabilities::reads_back`]. [`XDryRun`] is the variant without credentials.
 
+pub mod config;
+pub mod oauth1;
+
+pub use config::DEFINITION;
+
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,11 +22,12 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 use unicode_normalization::UnicodeNormalization;
 
-use super::dry_run::{show, ShownBody};
-use super::network::{
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::show::{show, ShownBody};
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-use super::oauth1::Credentials;
+use oauth1::Credentials;
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "X";
@@ -57,8 +63,18 @@ fn prepared(text: &str, media: &MediaRef) -> PreparedPost {
 
 fn capabilities() -> Capabilities {
     Capabilities {
-        duplicate_without_id: true,
+        idempotency: Idempotency::DuplicateWithoutId,
         reads_back: true,
+        text: TextLimit {
+            max: MAX_TEXT,
+            counting: Counting::XWeighted,
+        },
+        images: ImageLimits {
+            formats: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            max_bytes: 5_000_000,
+            max_pixels: None,
+        },
+        links: Links::CountedAs(23),
         ..Capabilities::default()
     }
 }
@@ -178,18 +194,18 @@ impl XAdapter {
         let mut url = format!(
             "{}/2/users/{}/tweets?max_results={}&exclude=replies,retweets&tweet.fields=created_at,entities",
             self.api,
-            super::oauth1::encode(user),
+            oauth1::encode(user),
             self.page_size
         );
         if since > 0 {
             if let Some(start) = start_time(since - CLOCK_SLACK_S) {
                 url.push_str("&start_time=");
-                url.push_str(&super::oauth1::encode(&start));
+                url.push_str(&oauth1::encode(&start));
             }
         }
         if let Some(t) = token {
             url.push_str("&pagination_token=");
-            url.push_str(&super::oauth1::encode(t));
+            url.push_str(&oauth1::encode(t));
         }
         url
     }
@@ -397,10 +413,6 @@ impl NetworkAdapter for XAdapter {
         false
     }
 
-    fn max_text(&self) -> usize {
-        MAX_TEXT
-    }
-
     fn text_len(&self, text: &str) -> usize {
         weighted_len(text)
     }
@@ -583,10 +595,6 @@ impl NetworkAdapter for XDryRun {
 
     fn is_dry_run(&self) -> bool {
         true
-    }
-
-    fn max_text(&self) -> usize {
-        MAX_TEXT
     }
 
     fn text_len(&self, text: &str) -> usize {

@@ -12,6 +12,10 @@
 //! request is safe at any time, a day later included. [`BlueskyDryRun`] is the variant without
 //! credentials.
 
+pub mod config;
+
+pub use config::DEFINITION;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,12 +30,12 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::dry_run::{show, ShownBody};
-use super::network::{
-    Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::show::{show, ShownBody};
+use crate::networks::{
+    SessionStore, Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-use crate::config::Secret;
-use crate::record::RecordStore;
+use crate::vars::Secret;
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Bluesky";
@@ -76,8 +80,18 @@ pub fn text_len(text: &str) -> usize {
 
 fn capabilities() -> Capabilities {
     Capabilities {
-        client_chosen_id: true,
+        idempotency: Idempotency::ClientChosenId,
         reads_back: true,
+        text: TextLimit {
+            max: MAX_TEXT,
+            counting: Counting::Graphemes,
+        },
+        images: ImageLimits {
+            formats: &["image/jpeg", "image/png", "image/webp"],
+            max_bytes: MAX_IMAGE_BLOB_BYTES as u64,
+            max_pixels: None,
+        },
+        links: Links::Facets,
         ..Capabilities::default()
     }
 }
@@ -623,7 +637,7 @@ impl PutAnswer {
     }
 }
 
-/// The name the session is kept under in the record store ([`RecordStore::save_secret`]).
+/// The name the session is kept under in the record store ([`SessionStore::save_secret`]).
 pub const SESSION_NAME: &str = "bluesky";
 
 /// Publishes to Bluesky through the account's PDS, logged in with an app password.
@@ -635,7 +649,7 @@ pub struct BlueskyAdapter {
     session: Mutex<Option<Session>>,
     langs: Vec<String>,
     /// Where the session is kept between processes, and each call's budget there.
-    store: Option<(Arc<dyn RecordStore>, Duration)>,
+    store: Option<(Arc<dyn SessionStore>, Duration)>,
     fresh: FreshUploads,
 }
 
@@ -792,7 +806,7 @@ impl BlueskyAdapter {
     /// and logs in (`createSession`, limited to 30 per 5 minutes per account and IP) only when
     /// there is none or it cannot be refreshed. The tokens are stored nowhere else.
     #[must_use]
-    pub fn with_session_store(mut self, store: Arc<dyn RecordStore>, budget: Duration) -> Self {
+    pub fn with_session_store(mut self, store: Arc<dyn SessionStore>, budget: Duration) -> Self {
         self.store = Some((store, budget));
         self
     }
@@ -1245,10 +1259,6 @@ impl NetworkAdapter for BlueskyAdapter {
         false
     }
 
-    fn max_text(&self) -> usize {
-        MAX_TEXT
-    }
-
     fn text_len(&self, text: &str) -> usize {
         text_len(text)
     }
@@ -1446,10 +1456,6 @@ impl NetworkAdapter for BlueskyDryRun {
 
     fn is_dry_run(&self) -> bool {
         true
-    }
-
-    fn max_text(&self) -> usize {
-        MAX_TEXT
     }
 
     fn text_len(&self, text: &str) -> usize {

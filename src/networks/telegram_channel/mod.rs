@@ -11,6 +11,10 @@
 //! message, a log line or a `Debug` output from here: transport errors are taken
 //! [`reqwest::Error::without_url`], and every message is passed through [`Redactor`] as well.
 
+pub mod config;
+
+pub use config::{parse_channel_id, DEFINITION};
+
 use std::fmt;
 use std::time::Duration;
 
@@ -18,11 +22,12 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::dry_run::{show, ShownBody};
-use super::network::{
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, TextLimit};
+use crate::networks::show::{show, ShownBody};
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-use crate::config::{ConfigError, Secret};
+use crate::vars::{ConfigError, Secret};
 
 /// The adapter's name in [`PostError`]s.
 const NET: &str = "telegram";
@@ -47,29 +52,20 @@ pub fn is_dry_run_id(id: &str) -> bool {
     id.starts_with(DRY_RUN_MARK)
 }
 
-/// Checks a `TELEGRAM_CHANNEL_ID`: `@channelusername` (5–32 of `A-Za-z0-9_`) or a channel's
-/// numeric id `-100…`.
-///
-/// # Errors
-/// A [`ConfigError`] naming `TELEGRAM_CHANNEL_ID` and the two accepted forms.
-pub fn parse_channel_id(value: &str) -> Result<String, ConfigError> {
-    let v = value.trim();
-    let username_ok = v.strip_prefix('@').is_some_and(|name| {
-        (5..=32).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    });
-    let id_ok = v
-        .strip_prefix("-100")
-        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
-    if username_ok || id_ok {
-        Ok(v.to_owned())
-    } else {
-        Err(ConfigError {
-            var: "TELEGRAM_CHANNEL_ID",
-            problem: format!(
-                "{value:?} is neither @channelusername (5-32 letters, digits, _) nor a channel id -100…"
-            ),
-        })
+/// At most once: no key, no duplicate check, no read back.
+fn capabilities() -> Capabilities {
+    Capabilities {
+        idempotency: Idempotency::None,
+        text: TextLimit {
+            max: CAPTION_MAX,
+            counting: Counting::Utf16,
+        },
+        images: ImageLimits {
+            formats: &["image/jpeg", "image/png"],
+            max_bytes: 10_000_000,
+            max_pixels: None,
+        },
+        ..Capabilities::default()
     }
 }
 
@@ -503,15 +499,11 @@ impl NetworkAdapter for TelegramChannel {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        capabilities()
     }
 
     fn is_dry_run(&self) -> bool {
         false
-    }
-
-    fn max_text(&self) -> usize {
-        CAPTION_MAX
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -602,15 +594,11 @@ impl NetworkAdapter for DryRunChannel {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        capabilities()
     }
 
     fn is_dry_run(&self) -> bool {
         true
-    }
-
-    fn max_text(&self) -> usize {
-        CAPTION_MAX
     }
 
     fn text_len(&self, text: &str) -> usize {

@@ -6,56 +6,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::{NewPost, PublishError, Publisher, UploadTarget};
-
-/// The tracing target of every request a dry run shows. The CLI prints these events as
-/// readable blocks ([`request_block`]); in Lambda and `serve` they are log lines like any other.
-pub const SHOWN: &str = "postonce::dry_run";
-
-/// The body of a shown request.
-pub enum ShownBody<'a> {
-    None,
-    /// A JSON body, pretty-printed.
-    Json(&'a serde_json::Value),
-    /// Form fields or a description of raw bytes, one line each.
-    Lines(Vec<String>),
-}
-
-/// A request as a person reads it: the method and URL, one header a line (secrets already
-/// placeholders), then the body pretty-printed.
-pub fn request_block(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &ShownBody<'_>,
-) -> String {
-    let mut out = format!("{method} {url}");
-    for (name, value) in headers {
-        out.push_str(&format!("\n  {name}: {value}"));
-    }
-    let lines: Vec<String> = match body {
-        ShownBody::None => vec![],
-        ShownBody::Json(v) => serde_json::to_string_pretty(v)
-            .unwrap_or_else(|_| v.to_string())
-            .lines()
-            .map(str::to_owned)
-            .collect(),
-        ShownBody::Lines(lines) => lines.clone(),
-    };
-    if !lines.is_empty() {
-        out.push('\n');
-        for line in lines {
-            out.push_str("\n  ");
-            out.push_str(&line);
-        }
-    }
-    out
-}
-
-/// Shows one request a dry run would send (at info, target [`SHOWN`]), sending nothing.
-pub fn show(method: &str, url: &str, headers: &[(&str, &str)], body: ShownBody<'_>) {
-    let block = request_block(method, url, headers, &body);
-    tracing::info!(target: SHOWN, dry_run = true, "would send {block}");
-}
+use crate::networks::show::{dry_id, show, ShownBody};
 
 /// Shows, never sends.
 pub struct DryRun {
@@ -81,13 +32,6 @@ impl DryRun {
             ("Content-Type", "application/json"),
         ]
     }
-}
-
-/// What marks an id the dry run made up (`urn:li:share:dryrun-…`).
-pub const MARK: &str = ":dryrun-";
-
-fn dry_id() -> String {
-    format!("dryrun-{:016x}", rand::random::<u64>())
 }
 
 #[async_trait]

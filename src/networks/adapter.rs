@@ -1,8 +1,7 @@
-//! The per-network adapter shape for the Targets work (DESIGN.md "Targets"; issue 9): one
-//! trait every network implements, with what the network can do for exactly-once described in
-//! [`Capabilities`] and every failure described, never decided, in [`PostError`]. The pipeline
-//! alone decides what happens next (retry, ask the owner, record). Not wired into the pipeline
-//! yet: LinkedIn still goes through [`super::Publisher`].
+//! The adapter shape every network implements (DESIGN.md "Targets"): what the network can do
+//! is described in its [`super::Capabilities`], and every failure is described, never decided,
+//! in [`PostError`]. The pipeline alone decides what happens next (retry, ask the owner,
+//! record).
 
 use std::time::Duration;
 
@@ -10,81 +9,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-/// A network a draft can go to.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    #[default]
-    Linkedin,
-    X,
-    Telegram,
-    Mastodon,
-    Bluesky,
-}
-
-impl Network {
-    pub const ALL: [Self; 5] = [
-        Self::Linkedin,
-        Self::X,
-        Self::Telegram,
-        Self::Mastodon,
-        Self::Bluesky,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Linkedin => "linkedin",
-            Self::X => "x",
-            Self::Telegram => "telegram",
-            Self::Mastodon => "mastodon",
-            Self::Bluesky => "bluesky",
-        }
-    }
-
-    /// The network's name for people.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Linkedin => "LinkedIn",
-            Self::X => "X",
-            Self::Telegram => "the Telegram channel",
-            Self::Mastodon => "Mastodon",
-            Self::Bluesky => "Bluesky",
-        }
-    }
-
-    /// What the owner presses when they see the post there.
-    pub fn confirm_label(self) -> &'static str {
-        match self {
-            Self::Linkedin => "It's on LinkedIn",
-            Self::X => "It's on X",
-            Self::Telegram => "It's in the channel",
-            Self::Mastodon => "It's on Mastodon",
-            Self::Bluesky => "It's on Bluesky",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|n| n.as_str() == s)
-    }
-}
-
-/// What a network offers for exactly-once. Every flag defaults to "can't", so a new adapter
-/// claims only what it was shown to do.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// The server remembers an idempotency key for this long (Mastodon: 1 h).
-    pub idempotency_key: Option<Duration>,
-    /// The client chooses the post's id, and an identical write there is a no-op (Bluesky).
-    pub client_chosen_id: bool,
-    /// A repeated create is refused, naming the existing post (LinkedIn).
-    pub duplicate_names_post: bool,
-    /// A repeated create is refused without naming the post (X).
-    pub duplicate_without_id: bool,
-    /// The account's recent posts can be read back to look for the text (X, Mastodon).
-    pub reads_back: bool,
-}
+use super::{Capabilities, Network};
+use crate::vars::Secret;
 
 /// The cover image as fetched and checked (origin, size, type) by the pipeline.
 #[derive(Debug, Clone)]
@@ -213,7 +139,9 @@ pub trait NetworkAdapter: Send + Sync {
     fn is_dry_run(&self) -> bool;
 
     /// The most characters (counted this network's way) a post's text may have.
-    fn max_text(&self) -> usize;
+    fn max_text(&self) -> usize {
+        self.capabilities().text.max
+    }
 
     /// The length of `text` counted this network's way (X: weighted, URLs as 23; Bluesky:
     /// graphemes; Telegram: UTF-16 units; LinkedIn: characters).
@@ -252,4 +180,15 @@ pub trait NetworkAdapter: Send + Sync {
 
     /// One harmless read that proves the credentials work (doctor).
     async fn check(&self) -> Result<String, PostError>;
+}
+
+/// Where an adapter that logs in (Bluesky) keeps its session between processes: the record
+/// store, behind this narrow port so that adapters never depend on the stores.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The secret kept under `name` (the network's name), if any.
+    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, String>;
+
+    /// Stores (replaces) the secret kept under `name`. Last writer wins.
+    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), String>;
 }

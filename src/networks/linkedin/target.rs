@@ -9,8 +9,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::json;
 
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use super::little_text::{self, MAX_CHARS};
-use super::network::{
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
 use super::{post_url, NewPost, PublishError, Publisher, UploadTarget};
@@ -99,17 +100,23 @@ impl NetworkAdapter for LinkedInTarget {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            duplicate_names_post: true,
+            idempotency: Idempotency::DuplicateNamesPost,
+            text: TextLimit {
+                max: MAX_CHARS,
+                counting: Counting::Chars,
+            },
+            images: ImageLimits {
+                formats: &["image/jpeg", "image/png", "image/gif"],
+                max_bytes: 8 * 1024 * 1024,
+                max_pixels: Some(36_152_320),
+            },
+            links: Links::AsText,
             ..Capabilities::default()
         }
     }
 
     fn is_dry_run(&self) -> bool {
         self.publisher.is_dry_run()
-    }
-
-    fn max_text(&self) -> usize {
-        MAX_CHARS
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -219,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_prepared_request_round_trips_to_the_same_create_post() {
-        let target = LinkedInTarget::new(Arc::new(crate::publish::dry_run::DryRun::new(
+        let target = LinkedInTarget::new(Arc::new(super::super::dry_run::DryRun::new(
             "https://api.linkedin.com",
             None,
             "202610",

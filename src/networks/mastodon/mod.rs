@@ -17,6 +17,10 @@
 //! a redaction as well, in case a server echoes it). [`MastodonDryRun`] is the variant without
 //! credentials.
 
+pub mod config;
+
+pub use config::DEFINITION;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,11 +37,12 @@ use tokio::sync::OnceCell;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::dry_run::{show, ShownBody};
-use super::network::{
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::show::{show, ShownBody};
+use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-use crate::config::Secret;
+use crate::vars::Secret;
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Mastodon";
@@ -80,10 +85,22 @@ pub const DRY_RUN_MARK: &str = "dryrun-";
 /// What stands for the token in the dry run's log lines and in redacted messages.
 const TOKEN_PLACEHOLDER: &str = "<MASTODON_ACCESS_TOKEN>";
 
-fn capabilities() -> Capabilities {
+/// The instance's limits as read (or Mastodon's defaults until they are).
+fn capabilities(limits: &Limits) -> Capabilities {
     Capabilities {
-        idempotency_key: Some(KEY_MEMORY),
+        idempotency: Idempotency::Key(KEY_MEMORY),
         reads_back: true,
+        text: TextLimit {
+            max: limits.max_characters(),
+            counting: Counting::CharsUrlsFixed,
+        },
+        images: ImageLimits {
+            // The instance's `supported_mime_types` are read with its limits (#23 uses them).
+            formats: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            max_bytes: limits.image_size_limit() as u64,
+            max_pixels: None,
+        },
+        links: Links::CountedAs(limits.per_url()),
         ..Capabilities::default()
     }
 }
@@ -1338,15 +1355,11 @@ impl NetworkAdapter for MastodonAdapter {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities()
+        capabilities(&self.limits)
     }
 
     fn is_dry_run(&self) -> bool {
         false
-    }
-
-    fn max_text(&self) -> usize {
-        self.limits.max_characters()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -1460,15 +1473,11 @@ impl NetworkAdapter for MastodonDryRun {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities()
+        capabilities(&self.limits)
     }
 
     fn is_dry_run(&self) -> bool {
         true
-    }
-
-    fn max_text(&self) -> usize {
-        self.limits.max_characters()
     }
 
     fn text_len(&self, text: &str) -> usize {

@@ -1,0 +1,133 @@
+//! What a network can do, described once per network and read by the pipeline before any call
+//! (OpenDAL's `Capability` is the model, `shared/STYLE.md`): how its text is limited and
+//! counted, what images it takes, how links fare, and which native primitive (if any) makes a
+//! repeated create safe. Every flag defaults to "can't", so a network claims only what it was
+//! shown to do.
+
+use std::time::Duration;
+
+/// How a network counts the length of a post's text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Counting {
+    /// Unicode scalar values (LinkedIn).
+    #[default]
+    Chars,
+    /// Grapheme clusters (Bluesky).
+    Graphemes,
+    /// UTF-16 code units (Telegram).
+    Utf16,
+    /// X's weighted count: most scripts 2, Latin 1, every URL 23.
+    XWeighted,
+    /// Characters, every URL as a fixed number of them (Mastodon: 23).
+    CharsUrlsFixed,
+    /// Characters, an emoji as its UTF-8 bytes (Threads, in Meta's words; the larger of the
+    /// two readings is taken).
+    CharsEmojiBytes,
+}
+
+impl Counting {
+    /// How it counts, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Chars => "characters",
+            Self::Graphemes => "graphemes",
+            Self::Utf16 => "UTF-16 units",
+            Self::XWeighted => "weighted characters, a URL as 23",
+            Self::CharsUrlsFixed => "characters, a URL at the instance's fixed length",
+            Self::CharsEmojiBytes => "characters, an emoji as its UTF-8 bytes",
+        }
+    }
+}
+
+/// A network's text rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TextLimit {
+    /// The most a post's text may have, counted as [`Self::counting`] says. Zero: unknown.
+    pub max: usize,
+    pub counting: Counting,
+}
+
+/// The images a network takes (DESIGN.md, the images issue): formats, bytes, pixels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImageLimits {
+    /// MIME types it accepts (`image/jpeg`, ...). Empty: unknown.
+    pub formats: &'static [&'static str],
+    /// The most bytes an image may have. Zero: unknown.
+    pub max_bytes: u64,
+    /// The most pixels (width × height). `None`: no documented limit.
+    pub max_pixels: Option<u64>,
+}
+
+/// How a network treats a link in the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Links {
+    /// Kept as text, counted like any other.
+    #[default]
+    AsText,
+    /// Kept, and counted as a fixed number of characters whatever its length.
+    CountedAs(usize),
+    /// Made clickable by a facet the client adds (Bluesky).
+    Facets,
+}
+
+/// The network's own primitive for a repeated create, from which the pipeline picks how an
+/// ambiguous create is settled (DESIGN.md "Targets", the reconcile table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Idempotency {
+    /// None at all, and no way to read back what was sent (the Telegram channel):
+    /// at most once, the owner decides.
+    #[default]
+    None,
+    /// A repeated create is refused, naming the existing post (LinkedIn).
+    DuplicateNamesPost,
+    /// A repeated create is refused without naming it; the account's posts can be read
+    /// back (X).
+    DuplicateWithoutId,
+    /// The server remembers an idempotency key for this long (Mastodon: 1 h).
+    Key(Duration),
+    /// The client chooses the post's id; an identical write there is a no-op (Bluesky).
+    ClientChosenId,
+    /// A container yields at most one post, and its status says whether it did (Threads).
+    Container,
+}
+
+/// What a network offers, read by the pipeline before any call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The native primitive behind its reconcile strategy.
+    pub idempotency: Idempotency,
+    /// The account's recent posts can be read back to look for the text (X, Mastodon,
+    /// Bluesky's record, Threads).
+    pub reads_back: bool,
+    pub text: TextLimit,
+    pub images: ImageLimits,
+    pub links: Links,
+    /// The network fetches the image itself from its public URL (Threads): a local file
+    /// cannot go to it, and no rendition can reach it.
+    pub fetches_image: bool,
+}
+
+impl Capabilities {
+    /// The server remembers an idempotency key for this long (Mastodon: 1 h).
+    pub fn idempotency_key(&self) -> Option<Duration> {
+        match self.idempotency {
+            Idempotency::Key(memory) => Some(memory),
+            _ => None,
+        }
+    }
+
+    /// The client chooses the post's id, and an identical write there is a no-op (Bluesky).
+    pub fn client_chosen_id(&self) -> bool {
+        self.idempotency == Idempotency::ClientChosenId
+    }
+
+    /// A repeated create is refused, naming the existing post (LinkedIn).
+    pub fn duplicate_names_post(&self) -> bool {
+        self.idempotency == Idempotency::DuplicateNamesPost
+    }
+
+    /// A repeated create is refused without naming the post (X).
+    pub fn duplicate_without_id(&self) -> bool {
+        self.idempotency == Idempotency::DuplicateWithoutId
+    }
+}

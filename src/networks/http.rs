@@ -1,0 +1,1 @@
+//! Shared HTTP handling for every network (written in a later step).
