@@ -421,6 +421,10 @@ impl TelegramChannel {
                 network,
                 message: r.clean(&message),
             },
+            PostError::Gone { network, message } => PostError::Gone {
+                network,
+                message: r.clean(&message),
+            },
             PostError::ReadRefused { network, message } => PostError::ReadRefused {
                 network,
                 message: r.clean(&message),
