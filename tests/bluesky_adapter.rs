@@ -134,9 +134,105 @@ async fn login_then_a_post_with_link_facets_and_an_image_embed() {
         "one login for the process"
     );
     assert_eq!(fake.posts_created(), 1);
-    // create re-uploads the bytes it is given: the same blob.
-    assert_eq!(fake.upload_requests(), 2);
+    // The create right after its upload does not upload again (issue 21).
+    assert_eq!(fake.upload_requests(), 1);
     assert!(fake.has_blob(&cid));
+}
+
+/// `#tags` get `app.bsky.richtext.facet#tag` facets as the official clients make them: after
+/// whitespace or at the start, up to whitespace, trailing punctuation left out, not all
+/// digits, at most 64 graphemes; the tag without its `#`, the offsets in UTF-8 bytes.
+/// Mentions stay text (handles are not resolved). The same text gives the same record.
+#[tokio::test]
+async fn tags_get_tag_facets_and_mentions_stay_text() {
+    let fake = BlueskyFake::start().await;
+    let b = adapter(&fake);
+    let long = "x".repeat(65);
+    let text = format!(
+        "Café ☕ #Rust, #日本語 et #2024 #a1 (#paren) #végé. example.com/p#frag @alice.bsky.social #{long} #last!"
+    );
+    let (p, _) = post(&b, &text).await.unwrap();
+    let record = fake.record(p.key.as_deref().unwrap()).unwrap();
+    println!("facets: {}", record.value["facets"]);
+    assert_eq!(
+        record.tagged(),
+        vec![
+            (Some("#Rust".to_owned()), "Rust".to_owned()),
+            (Some("#日本語".to_owned()), "日本語".to_owned()),
+            (Some("#a1".to_owned()), "a1".to_owned()),
+            (Some("#végé".to_owned()), "végé".to_owned()),
+            (Some("#last".to_owned()), "last".to_owned()),
+        ]
+    );
+    assert_eq!(
+        record.faceted(),
+        vec![(
+            Some("example.com/p#frag".to_owned()),
+            "https://example.com/p#frag".to_owned()
+        )]
+    );
+    assert!(
+        !record.facet_types().iter().any(|t| t.ends_with("#mention")),
+        "{:?}",
+        record.facet_types()
+    );
+    // Deterministic: the same text prepared again carries the same facets.
+    let m = b.upload(&media(None)).await.unwrap();
+    let again = b.prepare(&text, &m, "k");
+    assert_eq!(again.body["record"]["facets"], p.body["record"]["facets"]);
+}
+
+/// A first attempt (upload, prepare, create) uploads the image once; a replay of the same
+/// record (a later attempt) uploads it again first, as designed.
+#[tokio::test]
+async fn a_first_attempt_uploads_once_and_a_replay_again() {
+    let fake = BlueskyFake::start().await;
+    let b = adapter(&fake);
+    let (p, first) = post(&b, "Once").await.unwrap();
+    println!("first attempt: uploadBlob {}", fake.upload_requests());
+    assert_eq!(fake.upload_requests(), 1, "one upload per first attempt");
+    let again = b.create(&p, &media(Some("A cover"))).await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(fake.upload_requests(), 2, "the replay uploads again");
+    assert_eq!((fake.posts_created(), fake.noop_puts()), (1, 1));
+}
+
+/// An image over the PDS's image blob limit (1,000,000 bytes, as the PDS tried enforces) is
+/// refused before any call: no login, no upload, no putRecord.
+#[tokio::test]
+async fn an_image_over_the_blob_limit_is_refused_before_any_call() {
+    let fake = BlueskyFake::start().await;
+    fake.set_max_image_bytes(1_000_000);
+    let b = adapter(&fake);
+    let mut big = png_bytes();
+    big.resize(1_000_001, 0);
+    let big = Media {
+        bytes: Bytes::from(big),
+        content_type: "image/png",
+        alt: None,
+    };
+    let e = b.upload(&big).await.unwrap_err();
+    println!("{e}");
+    assert!(
+        matches!(&e, PostError::Rejected { message, .. } if message.contains("1,000,000") && message.contains("1,000,001")),
+        "{e:?}"
+    );
+    assert!(!e.is_transient() && !e.may_exist());
+    // A create with those bytes (a replay) is refused the same way.
+    let small = b.prepare("t", &MediaRef(Value::Null), "k");
+    let mut p = small.clone();
+    p.body["record"]["embed"] = json!({"$type": "app.bsky.embed.images", "images": [{"alt": "", "image": {"$type": "blob", "ref": {"$link": "bafkreix"}, "mimeType": "image/png", "size": 1_000_001}}]});
+    let e = b.create(&p, &big).await.unwrap_err();
+    assert!(
+        matches!(&e, PostError::Rejected { message, .. } if message.contains("1,000,000")),
+        "{e:?}"
+    );
+    assert_eq!(fake.requests(), 0, "no request reached the PDS");
+    // The dry run refuses it too.
+    assert!(BlueskyDryRun::new(&fake.uri(), None)
+        .upload(&big)
+        .await
+        .is_err());
 }
 
 #[tokio::test]
@@ -166,8 +262,8 @@ async fn a_post_without_an_image_and_a_gif_without_alt() {
     assert_eq!(fake.posts_created(), 2);
     assert_eq!(
         fake.upload_requests(),
-        2,
-        "no bytes for the text-only post, no upload"
+        1,
+        "no bytes for the text-only post, no upload; the gif once"
     );
 }
 
@@ -294,10 +390,11 @@ async fn a_different_record_at_the_same_key_is_refused_as_invalid_swap() {
     assert_eq!(fake.posts_created(), 1);
     assert_eq!(fake.edits(), 0);
 
-    // getRecord tells the key holds other content.
-    let e = b.find(&other, 0).await.unwrap_err();
+    // getRecord: the post is not at its key (another record is): not found; putRecord is the
+    // one that refuses, naming the record's at-uri.
+    assert_eq!(b.find(&other, 0).await, Ok(None));
     assert!(
-        matches!(&e, PostError::Rejected { message, .. } if message.contains("different record")),
+        matches!(&e, PostError::Rejected { message, .. } if message.contains(&at_uri(&rkey))),
         "{e:?}"
     );
 }
@@ -464,22 +561,18 @@ async fn each_answer_maps_to_its_error_class() {
         "{e:?}"
     );
 
-    // A failed re-upload means putRecord was not sent.
+    // A failed re-upload (a replay: prepared by another process) means putRecord was not
+    // sent.
     let puts = fake.put_requests();
     fake.set_upload_mode(Mode::Status(503));
-    let e = b
-        .create(&b.prepare("c", &m, "k"), &media(None))
-        .await
-        .unwrap_err();
+    let replayed = adapter(&fake).prepare("c", &m, "k");
+    let e = b.create(&replayed, &media(None)).await.unwrap_err();
     assert!(
         matches!(&e, PostError::NotSent { message, .. } if message.contains("putRecord was not sent")),
         "{e:?}"
     );
     fake.set_upload_mode(Mode::RateLimited { reset_in: 60 });
-    let e = b
-        .create(&b.prepare("c", &m, "k"), &media(None))
-        .await
-        .unwrap_err();
+    let e = b.create(&replayed, &media(None)).await.unwrap_err();
     assert!(matches!(e, PostError::RateLimited { .. }), "{e:?}");
     assert_eq!(fake.put_requests(), puts);
     assert_eq!(fake.posts_created(), 0);

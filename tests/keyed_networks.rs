@@ -597,6 +597,8 @@ async fn bluesky_record_keeps_the_cid_the_pds_answered() {
     let o = run_on(&env, &key, Some(true), Network::Bluesky).await;
     let t = target(&o, Network::Bluesky);
     assert_eq!(t.outcome, OutcomeKind::Posted, "{o:?}");
+    println!("first attempt: uploadBlob {}", b.upload_requests());
+    assert_eq!(b.upload_requests(), 1, "one upload for the first attempt");
     let rec = of(&key);
     let r = record(&env, &key, Network::Bluesky)
         .await
@@ -647,6 +649,167 @@ async fn bluesky_record_keeps_the_cid_the_pds_answered() {
     );
     assert_eq!(r.cid.as_deref(), Some(rec.cid.as_str()), "{r:?}");
     assert_eq!(b.posts_created(), 2, "one post per draft");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals (issue 21).
+
+async fn sweep(env: &Env) -> postonce::pipeline::SweepReport {
+    env.app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep")
+}
+
+/// The sweeper's messages that put `target` in front of its owner.
+fn told(env: &Env, target: &PostKey) -> usize {
+    env.telegram
+        .requests_for("sendMessage")
+        .into_iter()
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .filter(|t| {
+            t.starts_with(&format!("Reminder: {target} "))
+                || t.starts_with(&format!("{target} needs you"))
+        })
+        .count()
+}
+
+/// The put of a first attempt never lands, and meanwhile another client writes a different
+/// record at the post's record key. After the quiet period the sweeper's check reads the key
+/// (another record: not this post) and replays the record, which the PDS refuses
+/// (`InvalidSwap`, nothing overwritten). That answer is a refusal: the target ends `failed`,
+/// not retryable, with the detail saying so; the owner is told once; later sweeps send nothing
+/// to Bluesky.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_invalid_swap_on_a_replay_is_a_refusal_told_once() {
+    let env = env_with(&[QUIET]).await;
+    let b = env.bluesky();
+    b.set_put_mode(BskyMode::Hang(HANG));
+    let key = env.key();
+    let target_key = key.on(Network::Bluesky);
+    let first = run_on(&env, &key, Some(true), Network::Bluesky).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!((b.put_requests(), b.posts_created()), (1, 0));
+    b.set_put_mode(BskyMode::Normal);
+    let rkey = b.last_put_body()["rkey"]
+        .as_str()
+        .expect("the record key")
+        .to_owned();
+    let foreign = json!({"$type": "app.bsky.feed.post", "text": "Someone else's post", "createdAt": "2026-01-01T00:00:00.000Z"});
+    b.write_record(&rkey, foreign.clone());
+    past_the_quiet_period(&env).await;
+
+    let messages = env.telegram.requests_for("sendMessage").len();
+    let report = sweep(&env).await;
+    let o = report
+        .runs
+        .iter()
+        .find(|o| o.key == key.to_string())
+        .unwrap_or_else(|| panic!("the sweep ran it: {report:?}"));
+    println!("the sweeper's replay: {o:?}");
+    println!(
+        "Bluesky figures: getRecord {}, uploads {}, puts {}, last put error {:?}",
+        b.get_requests(),
+        b.upload_requests(),
+        b.put_requests(),
+        b.last_put_error()
+    );
+    let t = target(o, Network::Bluesky);
+    assert_eq!(
+        (t.outcome, t.retryable),
+        (OutcomeKind::Failed, false),
+        "{o:?}"
+    );
+    assert!(
+        t.detail.contains("InvalidSwap") && t.detail.contains(&rkey),
+        "{t:?}"
+    );
+    assert!(!t.detail.contains("Retry later"), "{t:?}");
+    assert_eq!(b.last_put_error().as_deref(), Some("InvalidSwap"));
+    assert_eq!(
+        b.record(&rkey).expect("the record").value,
+        foreign,
+        "nothing overwritten"
+    );
+    let d = env
+        .status(&target_key)
+        .await
+        .snapshot
+        .draft
+        .expect("the draft");
+    assert_eq!(
+        (d.status, d.retryable),
+        (postonce::record::DraftStatus::Failed, false),
+        "{d:?}"
+    );
+
+    // Later sweeps: nothing sent to Bluesky; the owner told once.
+    let requests = b.requests();
+    for _ in 0..3 {
+        let r = sweep(&env).await;
+        assert!(r.runs.is_empty(), "{r:?}");
+    }
+    println!(
+        "after 3 more sweeps: requests to Bluesky +{}, told {}, messages +{}",
+        b.requests() - requests,
+        told(&env, &target_key),
+        env.telegram.requests_for("sendMessage").len() - messages
+    );
+    assert_eq!(b.requests(), requests, "never replayed again");
+    assert_eq!(told(&env, &target_key), 1, "told once");
+    assert_eq!(
+        env.telegram.requests_for("sendMessage").len() - messages,
+        1,
+        "one message about it: the sweeper's"
+    );
+    assert_eq!(b.posts_created(), 0);
+    assert!(record(&env, &key, Network::Bluesky).await.is_none());
+}
+
+/// An image over the PDS's image blob limit (1,000,000 bytes; the PDS tried refuses it only
+/// at putRecord, after the uploads) is refused before any call to Bluesky: `failed`, not
+/// retryable, the reason naming the limit and the size; the PDS sees no request, and a sweep
+/// does not try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bluesky_image_over_the_blob_limit_fails_before_any_call() {
+    let env = env_with(&[]).await;
+    let b = env.bluesky();
+    b.set_max_image_bytes(1_000_000);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("big.png");
+    let mut big = support::images::png_bytes();
+    big.resize(1_200_000, 0);
+    std::fs::write(&path, &big).expect("the image");
+    let key = env.key();
+    let mut content = env.announcement(&key);
+    content.image = path.to_str().expect("a UTF-8 path").to_owned();
+    let o = env
+        .app
+        .pipeline
+        .run(
+            env.request_to(&key, Some(content), &[Network::Bluesky]),
+            env.deadline(),
+        )
+        .await;
+    println!(
+        "a 1,200,000-byte image: {o:?}; requests to Bluesky {}",
+        b.requests()
+    );
+    let t = target(&o, Network::Bluesky);
+    assert_eq!(
+        (t.outcome, t.retryable),
+        (OutcomeKind::Failed, false),
+        "{o:?}"
+    );
+    assert!(
+        t.detail.contains("1,000,000") && t.detail.contains("1,200,000"),
+        "{t:?}"
+    );
+    assert_eq!(b.requests(), 0, "no request to the PDS");
+    let r = sweep(&env).await;
+    assert!(r.runs.is_empty(), "{r:?}");
+    assert_eq!(b.requests(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -340,6 +340,21 @@ impl Lane {
         }
         progress.set(Stage::Sent);
         let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
+        // A replay at a record key the client chose (Bluesky): the check just read that key
+        // and found no post of this draft there, so a refusal (a different record at the key:
+        // `InvalidSwap`, the credentials, the record itself) is final. Nothing is there and
+        // nothing will be: the target fails, not retryable, and is never replayed again. The
+        // owner is told: by this run's report, or, for a sweep's run, by the sweeper, once.
+        if reconciling.is_some() && self.settle() == (Settle::Replay { window: None }) {
+            if let Ok(Err(e @ PostError::Rejected { .. })) = &answer {
+                let why = format!(
+                    "{on} refused the replay of the post at its record key ({e}); it is not sent again"
+                );
+                let mut outcome = self.fail_after_intent(req, dl, why, false).await;
+                outcome.settled = req.source == Source::Sweep;
+                return (outcome, Finish::Release);
+            }
+        }
         // A re-send that was refused or never left: nothing new was posted, and the earlier
         // attempt may still be there. Counted as an attempt; a refusal is not tried again.
         if let Some(draft) = reconciling {

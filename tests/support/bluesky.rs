@@ -39,7 +39,8 @@ pub const REFRESH_TTL: Duration = Duration::from_secs(90 * 86_400);
 pub const REFRESH_GRACE: Duration = Duration::from_secs(2 * 3600);
 /// How long an unreferenced blob stays ("within minutes").
 pub const BLOB_GRACE: Duration = Duration::from_secs(5 * 60);
-/// The image blob's `maxSize` (since atproto #4823).
+/// The image blob's `maxSize` (since atproto #4823); [`BlueskyFake::set_max_image_bytes`]
+/// sets another (1,000,000 before #4823, still enforced by older PDSs).
 pub const MAX_IMAGE_BYTES: u64 = 2_000_000;
 /// The upload cap (PDS default).
 pub const MAX_UPLOAD_BYTES: usize = 5 * 1024 * 1024;
@@ -84,28 +85,64 @@ impl Record {
         self.value.get("text").and_then(Value::as_str).unwrap_or("")
     }
 
-    /// The text each facet covers (its UTF-8 byte range) with the facet's `uri`: wrong
+    /// The text each link facet covers (its UTF-8 byte range) with the facet's `uri`: wrong
     /// offsets show as the wrong text, or as `None` when they do not fall on characters.
     pub fn faceted(&self) -> Vec<(Option<String>, String)> {
-        let text = self.text();
+        self.features("app.bsky.richtext.facet#link", "uri")
+    }
+
+    /// The text each tag facet covers with the facet's `tag` (as [`Self::faceted`]).
+    pub fn tagged(&self) -> Vec<(Option<String>, String)> {
+        self.features("app.bsky.richtext.facet#tag", "tag")
+    }
+
+    /// The `$type` of every facet feature, in order.
+    pub fn facet_types(&self) -> Vec<String> {
+        self.facets()
+            .iter()
+            .flat_map(|f| {
+                f.get("features")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|x| {
+                x.get("$type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn facets(&self) -> &[Value] {
         self.value
             .get("facets")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default()
+    }
+
+    /// The facets whose first feature is of type `kind`: (the text covered, `field`).
+    fn features(&self, kind: &str, field: &str) -> Vec<(Option<String>, String)> {
+        let text = self.text();
+        self.facets()
             .iter()
+            .filter(|f| f.pointer("/features/0/$type").and_then(Value::as_str) == Some(kind))
             .map(|f| {
                 let n = |p: &str| f.pointer(p).and_then(Value::as_u64).map(|n| n as usize);
                 let covered = match (n("/index/byteStart"), n("/index/byteEnd")) {
                     (Some(s), Some(e)) => text.get(s..e).map(str::to_owned),
                     _ => None,
                 };
-                let uri = f
-                    .pointer("/features/0/uri")
+                let value = f
+                    .get("features")
+                    .and_then(|fs| fs.get(0))
+                    .and_then(|x| x.get(field))
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_owned();
-                (covered, uri)
+                (covered, value)
             })
             .collect()
     }
@@ -127,6 +164,7 @@ struct State {
     next: u64,
     blobs: HashMap<String, Blob>,
     blob_grace: Duration,
+    max_image_bytes: u64,
     records: BTreeMap<String, Record>,
     posts_created: u64,
     edits: u64,
@@ -361,7 +399,7 @@ fn is_datetime(s: &str) -> bool {
 }
 
 /// The lexicon checks of `app.bsky.feed.post` the fake makes: `Err` is the message.
-fn validate_post(r: &Value) -> Result<(), String> {
+fn validate_post(r: &Value, max_image_bytes: u64) -> Result<(), String> {
     let bad = |m: &str| Err(format!("Invalid app.bsky.feed.post record: {m}"));
     if r.get("$type").and_then(Value::as_str) != Some(COLLECTION) {
         return bad("Record/$type must be app.bsky.feed.post");
@@ -399,8 +437,14 @@ fn validate_post(r: &Value) -> Result<(), String> {
                         Some("app.bsky.richtext.facet#link") => {
                             x.get("uri").and_then(Value::as_str).is_some()
                         }
-                        Some("app.bsky.richtext.facet#mention" | "app.bsky.richtext.facet#tag") => {
-                            true
+                        // The lexicon: `tag` required, at most 640 bytes and 64 graphemes.
+                        Some("app.bsky.richtext.facet#tag") => {
+                            x.get("tag").and_then(Value::as_str).is_some_and(|t| {
+                                !t.is_empty() && t.len() <= 640 && t.graphemes(true).count() <= 64
+                            })
+                        }
+                        Some("app.bsky.richtext.facet#mention") => {
+                            x.get("did").and_then(Value::as_str).is_some()
                         }
                         _ => false,
                     })
@@ -443,7 +487,7 @@ fn validate_post(r: &Value) -> Result<(), String> {
                     "Record/embed/images/{i}/image should be a blob ref"
                 ));
             }
-            if blob.and_then(|b| b.get("size")).and_then(Value::as_u64) > Some(MAX_IMAGE_BYTES) {
+            if blob.and_then(|b| b.get("size")).and_then(Value::as_u64) > Some(max_image_bytes) {
                 return bad(&format!("Record/embed/images/{i}/image file too large"));
             }
             if let Some(ratio) = img.get("aspectRatio") {
@@ -729,7 +773,7 @@ impl State {
                 "Invalid record key for app.bsky.feed.post: {rkey}"
             ));
         }
-        if let Err(m) = validate_post(record) {
+        if let Err(m) = validate_post(record, self.max_image_bytes) {
             return refuse(self, invalid(&m), "InvalidRequest".into());
         }
         let cid = record_cid(record);
@@ -870,6 +914,7 @@ impl BlueskyFake {
             next: 0,
             blobs: HashMap::new(),
             blob_grace: BLOB_GRACE,
+            max_image_bytes: MAX_IMAGE_BYTES,
             records: BTreeMap::new(),
             posts_created: 0,
             edits: 0,
@@ -938,6 +983,29 @@ impl BlueskyFake {
 
     pub fn set_blob_grace(&self, d: Duration) {
         self.with(|s| s.blob_grace = d);
+    }
+
+    /// The image blob `maxSize` the record validation enforces (default [`MAX_IMAGE_BYTES`]).
+    pub fn set_max_image_bytes(&self, max: u64) {
+        self.with(|s| s.max_image_bytes = max);
+    }
+
+    /// Another client writes `value` at `rkey` (overwriting whatever is there): someone else's
+    /// record at the key. Not counted as a post, an edit or a request.
+    pub fn write_record(&self, rkey: &str, value: Value) {
+        self.with(|s| {
+            let cid = record_cid(&value);
+            let uri = format!("at://{DID}/{COLLECTION}/{rkey}");
+            s.records.insert(
+                rkey.to_owned(),
+                Record {
+                    rkey: rkey.to_owned(),
+                    uri,
+                    cid,
+                    value,
+                },
+            );
+        });
     }
 
     pub fn set_login_mode(&self, mode: Mode) {

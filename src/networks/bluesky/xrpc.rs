@@ -1,0 +1,292 @@
+//! XRPC on the account's PDS (`/xrpc/<nsid>`): one call, its answer read whole, and what a
+//! non-2xx answer (`{"error":"<Name>","message":"…"}`) or a failure below HTTP means for the
+//! post, as a [`PostError`] whose message names the fix (API-NOTES.md "Bluesky / AT
+//! Protocol", Errors). Describes only: the pipeline decides.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::Method;
+use serde_json::Value;
+
+use super::{BlueskyAdapter, NETWORK};
+use crate::networks::PostError;
+use crate::vars::Secret;
+
+/// Which call an answer belongs to: the same answer means different things for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `com.atproto.server.createSession`.
+    Login,
+    /// `com.atproto.server.refreshSession`.
+    Refresh,
+    Upload,
+    /// `com.atproto.repo.putRecord`: the create.
+    Put,
+    /// `com.atproto.repo.getRecord`.
+    Get,
+    /// `com.atproto.server.getSession` as the doctor's check.
+    Check,
+}
+
+#[derive(Clone)]
+pub(super) enum Body {
+    None,
+    Json(Value),
+    Bytes(Bytes, &'static str),
+}
+
+/// A non-streamed answer.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    pub(super) fn error_name(&self) -> String {
+        serde_json::from_str::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    /// The access token was refused: expired (400 `ExpiredToken`), not verifiable (400
+    /// `InvalidToken`) or any 401.
+    pub(super) fn token_refused(&self) -> bool {
+        self.status == 401
+            || (self.status == 400
+                && matches!(self.error_name().as_str(), "ExpiredToken" | "InvalidToken"))
+    }
+
+    /// The 2xx answer's JSON, or the answer described as a [`PostError`].
+    pub(super) fn json(self, op: Op) -> Result<Value, PostError> {
+        if (200..300).contains(&self.status) {
+            return serde_json::from_str(&self.body).map_err(|_| PostError::InDoubt {
+                network: NETWORK,
+                message: format!(
+                    "Bluesky answered {} with a body that is not JSON",
+                    self.status
+                ),
+            });
+        }
+        Err(classify(op, self.status, &self.headers, &self.body))
+    }
+}
+
+async fn read(resp: reqwest::Response) -> Result<Answer, PostError> {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.text().await.map_err(|e| transport(&e))?;
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+impl BlueskyAdapter {
+    pub(super) async fn xrpc(
+        &self,
+        method: Method,
+        nsid: &str,
+        query: &[(&str, &str)],
+        bearer: Option<&Secret>,
+        body: Body,
+    ) -> Result<Answer, PostError> {
+        let url = format!("{}/xrpc/{nsid}", self.pds);
+        let mut req = self.http.request(method, &url);
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(token) = bearer {
+            req = req.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
+        }
+        req = match body {
+            Body::None => req,
+            Body::Json(v) => req.json(&v),
+            Body::Bytes(b, content_type) => req.header(CONTENT_TYPE, content_type).body(b),
+        };
+        read(req.send().await.map_err(|e| transport(&e))?).await
+    }
+}
+
+pub(super) fn local_refusal(message: &str) -> PostError {
+    PostError::Rejected {
+        network: NETWORK,
+        status: 0,
+        message: message.to_owned(),
+    }
+}
+
+/// A failed re-upload before `putRecord`: the create itself was not sent.
+pub(super) fn before_put(e: PostError) -> PostError {
+    match e {
+        PostError::InDoubt { message, .. } | PostError::NotSent { message, .. } => {
+            PostError::NotSent {
+                network: NETWORK,
+                message: format!(
+                    "re-uploading the image failed ({message}); putRecord was not sent"
+                ),
+            }
+        }
+        PostError::Rejected {
+            status, message, ..
+        } => PostError::Rejected {
+            network: NETWORK,
+            status,
+            message: format!("re-uploading the image: {message}; putRecord was not sent"),
+        },
+        other => other,
+    }
+}
+
+/// The error and its causes, one line.
+fn chain(e: &reqwest::Error) -> String {
+    let mut parts = vec![];
+    let mut src: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = src {
+        parts.push(err.to_string());
+        src = err.source();
+    }
+    parts.dedup();
+    parts.join(": ")
+}
+
+/// A failure below HTTP: nothing sent (connect, DNS, a request that could not be built), or
+/// sent with no clear answer (timeout after sending, a broken exchange, an unreadable body).
+pub(super) fn transport(e: &reqwest::Error) -> PostError {
+    if e.is_connect() || e.is_builder() {
+        PostError::NotSent {
+            network: NETWORK,
+            message: chain(e),
+        }
+    } else {
+        PostError::InDoubt {
+            network: NETWORK,
+            message: chain(e),
+        }
+    }
+}
+
+/// When a 429 ends: `RateLimit-Reset` (Unix seconds), counted from now.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let reset: u64 = headers
+        .get("ratelimit-reset")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Some(Duration::from_secs(reset.saturating_sub(now)))
+}
+
+/// Turns a non-2xx XRPC answer (`{"error":"<Name>","message":"…"}`) into a [`PostError`]
+/// whose message names the fix (API-NOTES.md "Bluesky / AT Protocol", Errors).
+pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let name = v.get("error").and_then(Value::as_str).unwrap_or("");
+    let message = v.get("message").and_then(Value::as_str).unwrap_or("");
+    let detail = match (name.is_empty(), message.is_empty()) {
+        (false, false) => format!("{name}: {message}"),
+        (false, true) => name.to_owned(),
+        (true, false) => message.to_owned(),
+        (true, true) => body.chars().take(300).collect(),
+    };
+    let rejected = |message: String| PostError::Rejected {
+        network: NETWORK,
+        status,
+        message,
+    };
+    let token = status == 401 || matches!(name, "ExpiredToken" | "InvalidToken");
+    match status {
+        429 => PostError::RateLimited {
+            network: NETWORK,
+            retry_after: retry_after(headers),
+            message: format!("{detail}; nothing was written"),
+        },
+        500..=599 => PostError::InDoubt {
+            network: NETWORK,
+            message: format!("Bluesky answered {status}: {detail}"),
+        },
+        _ if op == Op::Login && token => rejected(format!(
+            "the identifier or app password was refused ({detail}); check BLUESKY_IDENTIFIER and BLUESKY_APP_PASSWORD (create a new app password in Settings → Privacy and security → App passwords if it was revoked)"
+        )),
+        _ if token => rejected(format!(
+            "the session was refused ({detail}) and could not be renewed; check BLUESKY_APP_PASSWORD"
+        )),
+        400 if name == "InvalidSwap" => rejected(format!(
+            "{detail}: a different record is already at this record key, so nothing was overwritten; this key does not hold this post"
+        )),
+        400 if name == "BlobNotFound" => rejected(format!(
+            "{detail}: the image blob is gone (unreferenced blobs are collected within minutes); upload the image again"
+        )),
+        400 if matches!(name, "InvalidMimeType" | "InvalidSize" | "BlobTooLarge") => rejected(format!(
+            "{detail}: the image does not match its blob or is too large for a post (2,000,000 bytes on bsky.social, 1,000,000 on older PDSs)"
+        )),
+        413 => rejected(format!("{detail}: the image is larger than the PDS takes")),
+        _ => rejected(detail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+    use serde_json::json;
+
+    #[test]
+    fn classifies_the_documented_answers() {
+        let none = HeaderMap::new();
+        let body = |e: &str, m: &str| json!({"error": e, "message": m}).to_string();
+        assert!(matches!(
+            classify(Op::Put, 400, &none, &body("InvalidSwap", "Record was at bafyreiabc")),
+            PostError::Rejected { status: 400, message, .. } if message.contains("different record") && message.contains("bafyreiabc")
+        ));
+        assert!(matches!(
+            classify(Op::Put, 400, &none, &body("BlobNotFound", "Could not find blob: bafkrei")),
+            PostError::Rejected { message, .. } if message.contains("upload the image again")
+        ));
+        assert!(matches!(
+            classify(Op::Login, 401, &none, &body("AuthenticationRequired", "Invalid identifier or password")),
+            PostError::Rejected { status: 401, message, .. } if message.contains("BLUESKY_APP_PASSWORD")
+        ));
+        for s in [500, 502, 503, 504] {
+            assert!(classify(
+                Op::Put,
+                s,
+                &none,
+                &body("InternalServerError", "Internal Server Error")
+            )
+            .may_exist());
+        }
+        let mut h = HeaderMap::new();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        h.insert(
+            "ratelimit-reset",
+            HeaderValue::from_str(&(now + 120).to_string()).unwrap(),
+        );
+        match classify(
+            Op::Put,
+            429,
+            &h,
+            &body("RateLimitExceeded", "Rate Limit Exceeded"),
+        ) {
+            PostError::RateLimited {
+                retry_after: Some(d),
+                ..
+            } => {
+                assert!(d <= Duration::from_secs(120) && d >= Duration::from_secs(110));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            classify(Op::Put, 400, &none, "not json"),
+            PostError::Rejected { status: 400, message, .. } if message == "not json"
+        ));
+    }
+}
