@@ -340,7 +340,7 @@ impl Lane {
         }
         progress.set(Stage::Sent);
         let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
-        // A replay at a record key the client chose (Bluesky): the check just read that key
+        // A replay at a record key the client chose: the check just read that key
         // and found no post of this draft there, so a refusal (a different record at the key:
         // `InvalidSwap`, the credentials, the record itself) is final. Nothing is there and
         // nothing will be: the target fails, not retryable, and is never replayed again. The
