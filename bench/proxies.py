@@ -2,7 +2,7 @@
 
 RedisProxy relays TCP and logs, per chunk the client writes (one round trip), the RESP command
 names in it. DynamoProxy is an HTTP/1.1 reverse proxy that logs each request's X-Amz-Target and
-the `pk` values it names.
+the `pk` values it names, and what each answer says it read (`reads`).
 """
 import http.client
 import json
@@ -91,10 +91,31 @@ def _pks(obj, out, names):
             _pks(v, out, names)
 
 
+def items_read(op, data):
+    """(items the server read, items it returned) for one answer: a Query's or Scan's
+    ScannedCount and Count, the items of a BatchGetItem or GetItem."""
+    try:
+        answer = json.loads(data) if data else {}
+    except ValueError:
+        return 0, 0
+    if not isinstance(answer, dict):
+        return 0, 0
+    if op in ("Query", "Scan"):
+        return answer.get("ScannedCount", 0), answer.get("Count", 0)
+    if op == "BatchGetItem":
+        n = sum(len(v) for v in (answer.get("Responses") or {}).values())
+        return n, n
+    if op == "GetItem":
+        n = 1 if answer.get("Item") else 0
+        return n, n
+    return 0, 0
+
+
 class DynamoProxy:
     def __init__(self, upstream_port, key_names=("pk",)):
         proxy = self
         self.log = []  # (operation, [item keys])
+        self.reads = []  # (operation, items read, items returned), one per answer
         self.lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
@@ -129,6 +150,8 @@ class DynamoProxy:
                         if attempt:
                             raise
                 self.server._up = None  # one upstream connection per request: simple and safe
+                with proxy.lock:
+                    proxy.reads.append((op, *items_read(op, data)))
                 self.send_response(r.status)
                 for k, v in r.getheaders():
                     if k.lower() not in ("connection", "keep-alive", "transfer-encoding", "content-length"):

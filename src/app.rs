@@ -230,8 +230,8 @@ impl App {
 /// be reached now does not (every store call reports it, as a retryable failure).
 #[cfg(feature = "postgres")]
 async fn database(config: &Config) -> Result<Db, String> {
-    use crate::postgres::{Database, SchemaError};
-    let Some(db) = Database::from_config(config)? else {
+    use crate::postgres::SchemaError;
+    let Some(db) = config.database()? else {
         return Ok(None);
     };
     match db.check_schema().await {

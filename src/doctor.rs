@@ -59,9 +59,12 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         detail: "loaded and valid".into(),
     }];
 
-    // Without REDIS_URL the claims are files (local mode): the line says so, not "Redis".
+    // Without REDIS_URL the claims live in PostgreSQL (DATABASE_URL) or are files (local
+    // mode): the line says which, not "Redis".
     let claims = if c.redis_url.is_some() {
         "Redis"
+    } else if c.database_url.is_some() {
+        "claims (PostgreSQL)"
     } else {
         "claims (files)"
     };

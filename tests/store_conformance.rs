@@ -419,6 +419,48 @@ async fn the_due_index_under_racing_sweeps() {
     }
 }
 
+/// PostgreSQL, the one store here with row locks: a listing (`status --all`, `schedule list`,
+/// the MCP tools, and a sweep's) shows a draft whose row another connection holds locked (a run
+/// updating it, its transaction still open), and answers at once: it neither skips the row
+/// (what `SKIP LOCKED` did) nor waits for the writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_listings_show_a_draft_whose_row_another_connection_holds() {
+    use postonce::record::postgres::PgStore;
+    let (pg, a, _b) = postgres_database().await;
+    let store = PgStore::new(a, false);
+    let (held, free) = (key(), key());
+    for k in [&held, &free] {
+        store
+            .save_draft(k, &content(&format!("c {k}")), "ci", 100)
+            .await
+            .expect("save");
+    }
+    let (client, connection) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .expect("a second connection");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "BEGIN; UPDATE postonce_drafts SET updated_at = updated_at + 1 WHERE ns = '' AND key = '{held}'"
+        ))
+        .await
+        .expect("hold the row");
+    let waiting = [DraftStatus::New, DraftStatus::Failed];
+    for (what, before) in [("a listing", i64::MAX), ("a sweep's listing", 1_000)] {
+        let listed =
+            tokio::time::timeout(Duration::from_secs(2), store.due_drafts(&waiting, before))
+                .await
+                .unwrap_or_else(|_| panic!("{what} waited for the row's lock"))
+                .expect("due");
+        let keys: BTreeSet<String> = listed.into_iter().map(|d| d.key).collect();
+        assert!(
+            keys.contains(&held.to_string()) && keys.contains(&free.to_string()),
+            "{what} while another connection holds the row of {held} ({free} is free): {keys:?}"
+        );
+    }
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+}
+
 /// A network's slot is taken by one of racing runs, and refused until the gap has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pacing_slots_are_conditional() {

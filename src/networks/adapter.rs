@@ -106,6 +106,14 @@ pub enum PostError {
         network: &'static str,
         message: String,
     },
+    /// The kept request can never make the post, and made none (Threads: its container
+    /// expired or ended in error): nothing was posted by that attempt, and only a new
+    /// request can post it.
+    #[error("{network}: the attempt can no longer post, and did not: {message}")]
+    Gone {
+        network: &'static str,
+        message: String,
+    },
 }
 
 impl PostError {
@@ -155,6 +163,10 @@ impl PostError {
                 message: f(message),
             },
             Self::NotReady { network, message } => Self::NotReady {
+                network,
+                message: f(message),
+            },
+            Self::Gone { network, message } => Self::Gone {
                 network,
                 message: f(message),
             },
@@ -209,6 +221,17 @@ pub trait NetworkAdapter: Send + Sync {
     /// Builds the exact create request for `text` and `media`. `idempotency` is a key derived
     /// by the pipeline from the draft's key and target, for networks that take one.
     fn prepare(&self, text: &str, media: &MediaRef, idempotency: &str) -> PreparedPost;
+
+    /// The network-side part of preparing, for a network whose create names something made
+    /// beforehand (Threads' media container): answers the request to keep in the intent and
+    /// replay. Runs after [`Self::prepare`] and before the intent, so it is safe to repeat:
+    /// what it makes is used only through the request it answers. `image` is the draft's own
+    /// image source, for a network that fetches the image itself
+    /// ([`super::Capabilities::fetches_image`]). The default: `post` as it is.
+    async fn stage(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+        let _ = image;
+        Ok(post.clone())
+    }
 
     /// Sends the create request once. `media` is the image as fetched for this attempt (the
     /// one `post` was prepared from): a network whose create carries the bytes (Telegram's

@@ -71,6 +71,7 @@ registry! {
     Telegram = "telegram" => telegram_channel,
     Mastodon = "mastodon" => mastodon,
     Bluesky = "bluesky" => bluesky,
+    Threads = "threads" => threads,
 }
 
 impl Default for Network {

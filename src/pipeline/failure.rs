@@ -42,6 +42,38 @@ impl Lane {
         self.as_stored(req, dl, detail).await
     }
 
+    /// A reconcile learnt that the kept attempt can no longer post, and did not
+    /// ([`PostError::Gone`]: Threads' container expired or failed): nothing was posted, so the
+    /// draft goes back from `unknown` to `failed`, retryable (the next try makes a new request)
+    /// — only while that attempt (`run`) is still the kept one.
+    pub(super) async fn not_posted(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: &Draft,
+        run: &str,
+        why: String,
+    ) -> (Outcome, Finish) {
+        let detail = format!("{why}; nothing was posted");
+        let update = DraftUpdate::IfAttempt {
+            run: run.to_owned(),
+            update: Box::new(self.failed_update(&detail, true, draft.attempts, None)),
+        };
+        if self
+            .note(
+                &req.key,
+                dl,
+                &update,
+                &[DraftStatus::Unknown],
+                "that the attempt did not post",
+            )
+            .await
+        {
+            return (failed(&req.key, true, detail), Finish::Release);
+        }
+        (self.as_stored(req, dl, detail).await, Finish::Release)
+    }
+
     /// The outcome of a run whose failure could not be noted: what the stores say now, so
     /// that the owner, the sweeper and the next run agree.
     async fn as_stored(&self, req: &PostRequest, dl: &Deadline, detail: String) -> Outcome {

@@ -82,6 +82,17 @@ impl Lane {
             return self.fail(key, dl, why, false, attempts, None).await;
         }
 
+        // A network that fetches the image itself from its public URL cannot take a local file
+        // (the CLI's drafts: an absolute path, as the image module reads them): refused before
+        // any request, for this target only.
+        if self.adapter.capabilities().fetches_image && content.image.starts_with('/') {
+            let on = self.network.label();
+            let why = format!(
+                "{on} fetches the image itself from its public URL, and this draft's cover is a local file, so it cannot go to {on}: give the draft an https image URL"
+            );
+            return self.fail(key, dl, why, false, attempts, None).await;
+        }
+
         let t = self.settings.timeouts;
         // A URL the policy refuses costs no call to anyone.
         if let Err(e) = self.images.vet_source(&content.image) {
@@ -166,6 +177,26 @@ impl Lane {
         }
 
         let post = self.adapter.prepare(&text, &uploaded, &key.to_string());
+        // What the network makes before the create names it (Threads' container): made before
+        // the intent, so that the intent keeps it; safe to repeat, since only the request it
+        // answers (the one kept) ever uses it.
+        let post = match self
+            .with_retries(
+                dl,
+                self.budget,
+                || self.adapter.stage(&post, &content.image),
+                PostError::is_transient,
+                rate_limit_wait,
+            )
+            .await
+        {
+            Ok(post) => post,
+            Err(gave) => {
+                return self
+                    .fail_publish(key, dl, "preparing the post", gave, attempts)
+                    .await
+            }
+        };
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
         let pending = PendingPost {
@@ -312,6 +343,13 @@ impl Lane {
         // A re-send that was refused or never left: nothing new was posted, and the earlier
         // attempt may still be there. Counted as an attempt; a refusal is not tried again.
         if let Some(draft) = reconciling {
+            // The kept request can no longer post, and did not: a new attempt is needed.
+            if let Ok(Err(PostError::Gone { message, .. })) = &answer {
+                let why = format!(
+                    "the earlier attempt did not post on {on} and no longer can ({message})"
+                );
+                return self.not_posted(req, dl, draft, &req.run_id, why).await;
+            }
             let failed = match &answer {
                 Ok(Err(e)) if !e.may_exist() && !matches!(e, PostError::AlreadyExists { .. }) => {
                     Some((

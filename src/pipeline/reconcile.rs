@@ -134,6 +134,12 @@ impl Lane {
                     return self.settle_by_owner(req, dl, draft, why).await;
                 }
                 Ok(None) => {}
+                Err(PostError::Gone { message, .. }) => {
+                    let why = format!(
+                        "the earlier attempt did not post on {on} and no longer can ({message})"
+                    );
+                    return self.not_posted(req, dl, draft, &pending.run, why).await;
+                }
                 Err(PostError::ReadRefused { message, .. }) => {
                     let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
                     return self.settle_by_owner(req, dl, draft, why).await;
@@ -451,6 +457,9 @@ impl Lane {
             Settle::Resend => format!(
                 "Nothing is re-sent for {quiet}s (the request may still be in flight); then, within {}s of the attempt, the identical request is re-sent so {on}'s duplicate check can tell. Otherwise check {on} and tell me",
                 self.settings.reconcile_window.as_secs()
+            ),
+            Settle::ReadBack if self.adapter.capabilities().idempotency == Idempotency::Container => format!(
+                "Nothing is re-sent for {quiet}s (the request may still be in flight); then the kept container's status on {on} says: published, it is recorded; ready, the same container is published again; expired or failed, nothing was posted"
             ),
             Settle::ReadBack => format!(
                 "Nothing is re-sent for {quiet}s (the request may still be in flight); then the account's recent posts on {on} are read for this exact text: found, it is recorded; not found, it is sent again"

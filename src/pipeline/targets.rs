@@ -127,8 +127,17 @@ impl Pipeline {
     /// the targets it names; a run without one (a button, the sweeper, a retry) finds the
     /// targets the draft has state for. A record never expires, so a target found recorded is
     /// answered from it at once, without a claim.
+    ///
+    /// The sweeper's run names the one target it runs (each target of a draft has its own entry
+    /// in the due index, and its own run): it reads nothing here. Its run reads that target's
+    /// record and draft once, under the claim, and takes the intent on their strength, so a due
+    /// draft costs the sweep what a new draft costs a trigger (on DynamoDB: one BatchGetItem,
+    /// then the intent and the record, one TransactWriteItems each). Reading every lane first
+    /// would cost a request per lane and decide nothing the read under the claim does not; its
+    /// report shows the target it ran.
     async fn plan(&self, req: &PostRequest, dl: &Deadline) -> Plan {
-        if req.content.is_some() {
+        let swept = req.source == Source::Sweep && !req.targets.is_empty();
+        if req.content.is_some() || swept {
             let selected = self.targets_for(&req.targets);
             return Plan {
                 all: selected.clone(),

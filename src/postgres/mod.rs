@@ -16,7 +16,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
-use crate::config::{Config, Secret};
+use crate::vars::Secret;
 use tls::Verify;
 
 /// A failed database call. `unknown`: the statement may or may not have taken effect (the
@@ -80,25 +80,45 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Parses a `postgres://` / `postgresql://` URL. `sslmode` defaults to `prefer` (as in
-    /// libpq); `verify-ca` and `verify-full` are understood here, with `sslrootcert`.
+    /// Parses a `postgres://` / `postgresql://` URL the way libpq and tokio-postgres read it,
+    /// several hosts included (`postgres://u:p@h1:5432,h2:5433/db`, tried in turn).
+    /// `sslmode` defaults to `prefer` (as in libpq); `verify-ca` and `verify-full` are
+    /// understood here, with `sslrootcert`.
     ///
     /// # Errors
     /// What is wrong, without repeating the URL.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let mut url =
-            url::Url::parse(raw).map_err(|e| format!("is not a valid PostgreSQL URL ({e})"))?;
-        if !matches!(url.scheme(), "postgres" | "postgresql") {
+        let Some(rest) = ["postgres://", "postgresql://"]
+            .iter()
+            .find_map(|p| raw.strip_prefix(p))
+        else {
             return Err("must start with postgres:// or postgresql://".into());
-        }
+        };
+        // Where the query starts, as tokio-postgres finds it: the credentials run to the first
+        // `@` (a password may hold `?` or `/`), the hosts and the database to the next `?`.
+        let after_credentials = rest.find('@').map_or(0, |at| at + 1);
+        let (base, query) = match rest[after_credentials..].find('?') {
+            Some(q) => rest.split_at(after_credentials + q),
+            None => (rest, ""),
+        };
         let mut sslmode = "prefer".to_owned();
         let mut root_cert = None;
         let mut kept = Vec::new();
-        for (k, v) in url.query_pairs() {
-            match &*k {
-                "sslmode" => sslmode = v.into_owned(),
-                "sslrootcert" => root_cert = Some(v.into_owned()),
-                _ => kept.push((k.into_owned(), v.into_owned())),
+        for pair in query.trim_start_matches('?').split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8()
+                    .map(std::borrow::Cow::into_owned)
+                    .map_err(|_| "has a query parameter that is not UTF-8".to_owned())
+            };
+            match decode(k)?.as_str() {
+                "sslmode" => sslmode = decode(v)?,
+                "sslrootcert" => root_cert = Some(decode(v)?),
+                _ => kept.push(pair),
             }
         }
         let (mode, verify) = match sslmode.as_str() {
@@ -113,12 +133,13 @@ impl ConnectOptions {
                 ))
             }
         };
-        if kept.is_empty() {
-            url.set_query(None);
-        } else {
-            url.query_pairs_mut().clear().extend_pairs(kept);
+        let mut url = format!("postgres://{base}");
+        if !kept.is_empty() {
+            url.push('?');
+            url.push_str(&kept.join("&"));
         }
-        let mut pg = tokio_postgres::Config::from_str(url.as_str())
+        // tokio-postgres's messages name the option at fault, never a value.
+        let mut pg = tokio_postgres::Config::from_str(&url)
             .map_err(|e| format!("is not a valid PostgreSQL URL ({e})"))?;
         pg.ssl_mode(mode);
         if pg.get_hosts().is_empty() {
@@ -190,18 +211,6 @@ impl Database {
             .build()
             .map_err(|e| format!("DATABASE_URL: cannot build the connection pool ({e})"))?;
         Ok(Self { pool, budget })
-    }
-
-    /// The database from `config` (`None` without `DATABASE_URL`).
-    ///
-    /// # Errors
-    /// As [`Self::new`].
-    pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
-        config
-            .database_url
-            .as_ref()
-            .map(|url| Self::new(url, config.timeouts.database, config.database_pool))
-            .transpose()
     }
 
     /// The per-statement budget.
@@ -331,6 +340,75 @@ mod tests {
         ] {
             let e = ConnectOptions::parse(bad).expect_err(bad);
             assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
+
+    fn hosts(o: &ConnectOptions) -> Vec<(String, u16)> {
+        use tokio_postgres::config::Host;
+        let ports = o.pg.get_ports();
+        o.pg.get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let name = match h {
+                    Host::Tcp(name) => name.clone(),
+                    Host::Unix(path) => path.display().to_string(),
+                };
+                (name, ports.get(i).copied().unwrap_or(0))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn urls_with_several_hosts_parse_as_libpq_reads_them() {
+        let o = ConnectOptions::parse("postgres://u:hunter2@h1:5432,h2:5433/db").expect("parses");
+        assert_eq!(
+            hosts(&o),
+            [("h1".to_owned(), 5432), ("h2".to_owned(), 5433)]
+        );
+        assert_eq!(o.pg.get_dbname(), Some("db"));
+        assert_eq!(o.pg.get_user(), Some("u"));
+        assert_eq!(o.pg.get_password(), Some(&b"hunter2"[..]));
+        assert_eq!(o.pg.get_ssl_mode(), SslMode::Prefer);
+        assert!(!format!("{o:?}").contains("hunter2"));
+        // A host without a port takes 5432; an IPv6 host is in brackets; the query keeps
+        // libpq's other parameters besides sslmode and sslrootcert.
+        let o = ConnectOptions::parse(
+            "postgresql://u:hunter2@[::1]:6432,db.example,10.0.0.2:5433/app?sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&target_session_attrs=read-write",
+        )
+        .expect("parses");
+        assert_eq!(
+            hosts(&o),
+            [
+                ("::1".to_owned(), 6432),
+                ("db.example".to_owned(), 5432),
+                ("10.0.0.2".to_owned(), 5433)
+            ]
+        );
+        assert_eq!(o.pg.get_ssl_mode(), SslMode::Require);
+        assert_eq!(o.verify, Verify::Full);
+        assert_eq!(o.root_cert.as_deref(), Some("/tmp/ca.pem"));
+        assert_eq!(
+            o.pg.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+        // The credentials run to the first `@`: a password may hold `?` and `/` (libpq reads
+        // it so), and its percent-escapes are decoded.
+        let o = ConnectOptions::parse("postgres://u:hu?n/ter%402@h1,h2/db?sslmode=disable")
+            .expect("parses");
+        assert_eq!(o.pg.get_password(), Some(&b"hu?n/ter@2"[..]));
+        assert_eq!(o.pg.get_ssl_mode(), SslMode::Disable);
+        assert_eq!(hosts(&o).len(), 2);
+        for bad in [
+            "postgres://u:hunter2@h1:5432,h2:notaport/db",
+            "postgres://u:hunter2@h1,[::1/db",
+            "postgres://u:hunter2@h1,h2/db?sslmode=sometimes",
+            "postgres://u:hunter2@h1,h2/db?nosuchoption=1",
+            "postgres://u:hunter2@h1,h2/db?connect_timeout",
+            "postgres://hunter2@/db",
+        ] {
+            let e = ConnectOptions::parse(bad).expect_err(bad);
+            assert!(!e.contains("hunter2"), "{bad}: {e}");
         }
     }
 }

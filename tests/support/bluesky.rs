@@ -145,6 +145,8 @@ struct State {
     get_mode: Mode,
     last_put_body: Value,
     last_put_error: Option<String>,
+    /// The app password was revoked ([`BlueskyFake::revoke_app_password`]).
+    password_revoked: bool,
 }
 
 #[derive(Clone)]
@@ -577,7 +579,7 @@ impl State {
             return invalid("Input must have the property \"identifier\" and \"password\"");
         };
         let known = identifier.eq_ignore_ascii_case(HANDLE) || identifier == DID;
-        if !known || password != APP_PASSWORD {
+        if !known || password != APP_PASSWORD || self.password_revoked {
             return error(
                 401,
                 "AuthenticationRequired",
@@ -886,6 +888,7 @@ impl BlueskyFake {
             get_mode: Mode::Normal,
             last_put_body: Value::Null,
             last_put_error: None,
+            password_revoked: false,
         }));
         Mock::given(any())
             .respond_with(Api {
@@ -922,6 +925,15 @@ impl BlueskyFake {
     /// Every refresh token issued so far is revoked (answers 400 `ExpiredToken`).
     pub fn revoke_refresh_tokens(&self) {
         self.with(|s| s.refresh.values_mut().for_each(|t| t.revoked = true));
+    }
+
+    /// The owner revoked the app password (Settings → App passwords): `createSession` with it
+    /// answers 401 `AuthenticationRequired` "Invalid identifier or password", and the sessions
+    /// made with it are gone (every access token expired, every refresh token revoked).
+    pub fn revoke_app_password(&self) {
+        self.expire_sessions();
+        self.revoke_refresh_tokens();
+        self.with(|s| s.password_revoked = true);
     }
 
     pub fn set_blob_grace(&self, d: Duration) {

@@ -22,6 +22,7 @@ use super::mastodon::MastodonFake;
 use super::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
 use super::telegram::TelegramFake;
 use super::tg_channel::TgChannelFake;
+use super::threads::ThreadsFake;
 use super::x::XFake;
 
 pub const LI_TOKEN: &str = "AQV-test-linkedin-token-SECRET1";
@@ -45,6 +46,8 @@ enum Fakes {
     Three,
     /// X, the channel, Mastodon and Bluesky ([`Env::with_five_targets`]).
     Five,
+    /// Threads ([`Env::with_threads`]).
+    Threads,
 }
 
 /// Which stores back the environment.
@@ -72,6 +75,8 @@ pub struct Env {
     pub mastodon: Option<MastodonFake>,
     /// The Bluesky PDS fake ([`Env::with_five_targets`] only).
     pub bluesky: Option<BlueskyFake>,
+    /// The Threads fake ([`Env::with_threads`] only).
+    pub threads: Option<ThreadsFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -122,6 +127,13 @@ impl Env {
                 })
                 .map(|r| r.uri)
                 .collect(),
+            Network::Threads => self
+                .threads()
+                .posts()
+                .into_iter()
+                .filter(|p| p.text.contains(slug))
+                .map(|p| p.id)
+                .collect(),
         }
     }
 
@@ -144,6 +156,10 @@ impl Env {
             Network::Bluesky => (
                 self.bluesky().put_requests(),
                 usize::try_from(self.bluesky().posts_created()).unwrap_or(usize::MAX),
+            ),
+            Network::Threads => (
+                self.threads().publish_requests(),
+                self.threads().posts_created(),
             ),
         }
     }
@@ -181,12 +197,26 @@ impl Env {
         Self::build_env(stores, overrides, Fakes::Five).await
     }
 
+    /// LinkedIn and Threads (`POSTONCE_TARGETS=linkedin,threads`): the Threads fake through
+    /// `THREADS_API_URL` and `THREADS_ACCESS_TOKEN` (`THREADS_USER_ID` left at `me`), its
+    /// budget (`POSTONCE_THREADS_TIMEOUT_MS`) 1.5 s like the others'. The fake fetches the
+    /// draft's image from the image host itself, as Threads does. `overrides` are applied last
+    /// (an empty value removes a variable).
+    pub async fn with_threads(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, Fakes::Threads).await
+    }
+
     async fn build_env(stores: Stores, overrides: &[(&str, &str)], fakes: Fakes) -> Self {
         capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;
         let images = ImageHost::start().await;
         let telegram = TelegramFake::start(TG_TOKEN).await;
-        let targets = fakes != Fakes::LinkedinOnly;
+        let targets = matches!(fakes, Fakes::Three | Fakes::Five);
+        let threads = if fakes == Fakes::Threads {
+            Some(ThreadsFake::start().await)
+        } else {
+            None
+        };
         let (mastodon, bluesky) = if fakes == Fakes::Five {
             (
                 Some(MastodonFake::start().await),
@@ -258,6 +288,16 @@ impl Env {
                 vars.insert(k.to_owned(), v);
             }
         }
+        if let Some(t) = &threads {
+            for (k, v) in [
+                ("POSTONCE_TARGETS", "linkedin,threads".to_owned()),
+                ("THREADS_API_URL", t.uri()),
+                ("THREADS_ACCESS_TOKEN", super::threads::TOKEN.to_owned()),
+                ("POSTONCE_THREADS_TIMEOUT_MS", "1500".to_owned()),
+            ] {
+                vars.insert(k.to_owned(), v);
+            }
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -308,6 +348,7 @@ impl Env {
             channel,
             mastodon,
             bluesky,
+            threads,
             vars,
             app,
             data_dir,
@@ -340,6 +381,13 @@ impl Env {
         self.bluesky
             .as_ref()
             .expect("an environment from Env::with_five_targets has the Bluesky fake")
+    }
+
+    /// The Threads fake of an environment from [`Env::with_threads`].
+    pub fn threads(&self) -> &ThreadsFake {
+        self.threads
+            .as_ref()
+            .expect("an environment from Env::with_threads has the Threads fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's

@@ -100,6 +100,8 @@ struct State {
     statuses: Vec<Status>,
     /// (account, key) → (status id, stored at, ms).
     keys: HashMap<(String, String), (String, i64)>,
+    /// Whether `Idempotency-Key` is honoured ([`MastodonFake::set_idempotency_keys`]).
+    keys_honoured: bool,
     processing: Option<u32>,
     processing_time: Option<Duration>,
     create_mode: Mode,
@@ -559,6 +561,8 @@ impl State {
             .filter(|k| !k.is_empty())
             .map(str::to_owned);
         self.last_idempotency_key = key.clone();
+        // A server that ignores the header (GoToSocial) neither looks the key up nor keeps it.
+        let key = key.filter(|_| self.keys_honoured);
         let mode = self.create_mode;
         if let Some(r) = self.fault(mode) {
             return r;
@@ -837,6 +841,7 @@ impl MastodonFake {
             media: HashMap::new(),
             statuses: Vec::new(),
             keys: HashMap::new(),
+            keys_honoured: true,
             processing: None,
             processing_time: None,
             create_mode: Mode::Normal,
@@ -900,6 +905,13 @@ impl MastodonFake {
 
     pub fn set_read_mode(&self, mode: Read) {
         self.with(|s| s.read_mode = mode);
+    }
+
+    /// `false`: the server ignores `Idempotency-Key`, as GoToSocial does (API-NOTES.md
+    /// "Mastodon"): every well-formed create makes a new status, a replay included. The
+    /// setting for "exactly one post" proofs that must not lean on the key.
+    pub fn set_idempotency_keys(&self, honoured: bool) {
+        self.with(|s| s.keys_honoured = honoured);
     }
 
     pub fn set_max_characters(&self, n: usize) {

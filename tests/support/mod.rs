@@ -3,12 +3,15 @@
 #![allow(dead_code)]
 
 pub mod bluesky;
+pub mod chaos;
 pub mod env;
 pub mod images;
 pub mod linkedin;
 pub mod mastodon;
+pub mod pg_proxy;
 pub mod serve;
 pub mod services;
 pub mod telegram;
 pub mod tg_channel;
+pub mod threads;
 pub mod x;

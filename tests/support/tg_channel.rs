@@ -44,6 +44,9 @@ pub enum ChannelMode {
     TooManyRequests {
         retry_after_s: u64,
     },
+    /// The bot token was revoked (regenerated at @BotFather): every method answers 401
+    /// `Unauthorized`, as for any unknown token; nothing posted.
+    Revoked,
     /// 500 `Internal Server Error`, JSON; nothing posted.
     ServerError,
     /// 502 from a gateway, an HTML page (echoing the request path, as some proxies do);
@@ -366,6 +369,7 @@ impl Api {
                     "parameters": {"retry_after": retry_after_s}
                 }))
             }
+            ChannelMode::Revoked => return err(401, "Unauthorized"),
             ChannelMode::ServerError => return err(500, "Internal Server Error: fake"),
             ChannelMode::BadGateway => {
                 let page = format!(
@@ -436,6 +440,12 @@ impl Respond for Api {
         }
         st.methods.push(name.to_owned());
         let mode = st.mode;
+        if mode == ChannelMode::Revoked {
+            if name == "sendPhoto" {
+                st.send_photo_requests += 1;
+            }
+            return err(401, "Unauthorized");
+        }
         match name {
             "getMe" => ok(json!({
                 "id": 7_000_000_001_i64, "is_bot": true, "first_name": "postonce",

@@ -6,8 +6,9 @@
 //!   `posted` mark and the caption index are written by one statement.
 //! - Intents and draft changes are `UPDATE`s conditioned on the state they expect; an intent's
 //!   checks (no record, the caption not posted by another key) are in the same statement.
-//! - The due index is a partial index on (ns, status, due_at); a sweep reads what is due with
-//!   `FOR UPDATE SKIP LOCKED`, so racing sweeps never wait on each other.
+//! - The due index is a partial index on (ns, status, due_at); the listings (a sweep's, and
+//!   `status --all`, `schedule list`) read it with a plain snapshot read, which never waits on
+//!   a writer and never misses a row being written (see [`PgStore::due_drafts`]).
 //! - Pacing slots are a conditional upsert.
 //!
 //! Every statement runs under the database budget ([`crate::postgres::Database::with`]). A
@@ -16,7 +17,7 @@
 mod rows;
 mod update;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -37,6 +38,9 @@ pub struct PgStore {
     ns: &'static str,
     /// Rows the due listing returned so far (each read once: the index holds only open drafts).
     due_rows_read: AtomicU64,
+    /// When this process last deleted expired drafts (Unix seconds): a sweep lists once per
+    /// status, and one delete per sweep is enough.
+    forgot_at: AtomicI64,
 }
 
 fn err(e: DbError) -> StoreError {
@@ -53,6 +57,7 @@ impl PgStore {
             db,
             ns: if dry_run { "dryrun:" } else { "" },
             due_rows_read: AtomicU64::new(0),
+            forgot_at: AtomicI64::new(i64::MIN),
         }
     }
 
@@ -97,6 +102,16 @@ impl PgStore {
     /// leaves them for the next sweep.
     async fn forget_expired(&self) {
         let (ns, now) = (self.ns.to_owned(), super::now_s());
+        // Once per sweep (its listings come within moments of each other), at most every 30 s.
+        let last = self.forgot_at.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < 30
+            || self
+                .forgot_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
         let deleted = self
             .db
             .with("forget expired drafts", |c| async move {
@@ -408,6 +423,19 @@ impl RecordStore for PgStore {
         statuses: &[DraftStatus],
         before: i64,
     ) -> Result<Vec<Draft>, StoreError> {
+        // A plain read, without `FOR UPDATE SKIP LOCKED`, on purpose. Each statement here is
+        // its own transaction, so a row lock would end with the listing and hold nothing while
+        // the sweep posts; and the lock cannot be held longer: the sweep's runs write the draft
+        // through other pooled connections (they would wait on it until their budget ran out),
+        // and a transaction left open across a network call is what the budgets forbid. What
+        // keeps racing sweeps from posting a draft twice is what keeps any two runs apart, here
+        // as on DynamoDB and files, which have no row locks: the claim, the record check under
+        // it, and the intent conditioned on the state it expects; a sweep that loses the claim
+        // moves on at once (never waits). What SKIP LOCKED would add is harm: a listing would
+        // leave out a draft whose row another run is updating at that moment, so
+        // `status --all`, `schedule list` and the MCP tools could miss a waiting draft. A
+        // snapshot read never waits on a writer and sees the last committed version of every
+        // row (tests/store_conformance.rs: a listing while another connection holds the row).
         let ns = self.ns.to_owned();
         let wanted: Vec<String> = statuses.iter().map(|s| s.as_str().to_owned()).collect();
         let found: Vec<serde_json::Value> = self
@@ -418,8 +446,7 @@ impl RecordStore for PgStore {
                         "SELECT to_jsonb(d) FROM postonce_drafts d
                          WHERE d.ns = $1 AND d.status = ANY($2) AND d.due_at IS NOT NULL
                            AND d.due_at <= $3
-                         ORDER BY d.due_at, d.key
-                         FOR UPDATE SKIP LOCKED",
+                         ORDER BY d.due_at, d.key",
                     )
                     .await?;
                 c.query(&st, &[&ns, &wanted, &before])

@@ -1,0 +1,494 @@
+//! The core configuration's rules, and every network's configuration read through it.
+
+use super::*;
+use crate::networks::telegram_channel::config::ChannelConfig;
+use crate::networks::x::config::XConfig;
+use std::collections::HashMap;
+
+fn channel(c: &Config) -> Option<String> {
+    c.network::<ChannelConfig>(Network::Telegram)
+        .and_then(|ch| ch.channel.clone())
+}
+
+fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Config::from_lookup(|k| map.get(k).cloned())
+}
+
+#[test]
+fn defaults_are_local_and_safe() {
+    let c = load(&[]).unwrap();
+    assert!(c.table.is_none() && c.redis_url.is_none());
+    assert!(c.networks.values().all(|n| !n.is_real()));
+    assert_eq!(c.claim_ttl, Duration::from_secs(120));
+    assert_eq!(c.function_timeout, Duration::from_secs(60));
+    assert_eq!(c.timeouts, Timeouts::default());
+    assert_eq!(c.data_dir, PathBuf::from(".postonce"));
+}
+
+#[test]
+fn the_quiet_period_outlasts_the_linkedin_budget_and_fits_the_window() {
+    let c = load(&[]).unwrap();
+    assert_eq!(c.reconcile_after, Duration::from_secs(300));
+    let (_, linkedin) = c.networks[&Network::Linkedin].budget();
+    assert!(c.reconcile_after > linkedin && c.reconcile_after < c.reconcile_window);
+    let err = load(&[("POSTONCE_RECONCILE_AFTER_S", "10")]).unwrap_err();
+    assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
+    assert!(
+        err.to_string().contains("POSTONCE_LINKEDIN_TIMEOUT_MS"),
+        "{err}"
+    );
+    let short = [
+        ("POSTONCE_RECONCILE_AFTER_S", "3"),
+        ("POSTONCE_LINKEDIN_TIMEOUT_MS", "2500"),
+        ("POSTONCE_X_TIMEOUT_MS", "2500"),
+        ("POSTONCE_TELEGRAM_TIMEOUT_MS", "2500"),
+    ];
+    let ok = load(&short).unwrap();
+    assert_eq!(ok.reconcile_after, Duration::from_secs(3));
+    // Every network posted to counts: the X and the channel's (Telegram) budgets too,
+    // whatever POSTONCE_TARGETS says, since a draft may name its own targets.
+    for var in ["POSTONCE_X_TIMEOUT_MS", "POSTONCE_TELEGRAM_TIMEOUT_MS"] {
+        let mut pairs = short.to_vec();
+        pairs.retain(|(k, _)| *k != var);
+        pairs.push((var, "3000"));
+        let err = load(&pairs).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S", "{var}");
+        let msg = err.to_string();
+        for named in [
+            "POSTONCE_LINKEDIN_TIMEOUT_MS",
+            "POSTONCE_X_TIMEOUT_MS",
+            "POSTONCE_TELEGRAM_TIMEOUT_MS",
+        ] {
+            assert!(msg.contains(named), "{msg}");
+        }
+        assert!(msg.contains(&format!("{var} 3000ms")), "{msg}");
+    }
+    let err = load(&[
+        ("POSTONCE_RECONCILE_AFTER_S", "600"),
+        ("POSTONCE_RECONCILE_WINDOW_S", "600"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.var, "POSTONCE_RECONCILE_AFTER_S");
+    assert!(
+        err.to_string().contains("POSTONCE_RECONCILE_WINDOW_S"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_database_budget_counts_only_with_a_database() {
+    // Without DATABASE_URL, its default budget must not refuse a short function timeout.
+    let short = [
+        ("POSTONCE_FUNCTION_TIMEOUT_S", "3"),
+        ("POSTONCE_LINKEDIN_TIMEOUT_MS", "1000"),
+        ("POSTONCE_IMAGE_TIMEOUT_MS", "1000"),
+        ("POSTONCE_REDIS_TIMEOUT_MS", "1000"),
+        ("POSTONCE_DYNAMODB_TIMEOUT_MS", "1000"),
+        ("POSTONCE_TELEGRAM_TIMEOUT_MS", "1000"),
+        ("POSTONCE_X_TIMEOUT_MS", "1000"),
+        ("POSTONCE_RECONCILE_AFTER_S", "2"),
+        ("POSTONCE_CLAIM_TTL_S", "10"),
+    ];
+    load(&short).expect("no database, no database budget to check");
+    let mut with_db = short.to_vec();
+    with_db.push(("DATABASE_URL", "postgres://u@127.0.0.1:5432/postonce"));
+    if let Err(err) = load(&with_db) {
+        // A build without the `postgres` feature refuses DATABASE_URL itself.
+        assert!(
+            err.var == "POSTONCE_DATABASE_TIMEOUT_MS" || err.var == "DATABASE_URL",
+            "{err}"
+        );
+    } else {
+        panic!("an 8 s database budget inside a 3 s function was accepted");
+    }
+}
+
+#[test]
+fn claim_ttl_must_exceed_function_timeout() {
+    let err = load(&[
+        ("POSTONCE_CLAIM_TTL_S", "60"),
+        ("POSTONCE_FUNCTION_TIMEOUT_S", "60"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.var, "POSTONCE_CLAIM_TTL_S");
+    assert!(
+        err.to_string().contains("60s") && err.to_string().contains("POSTONCE_FUNCTION_TIMEOUT_S"),
+        "{err}"
+    );
+    assert!(load(&[
+        ("POSTONCE_CLAIM_TTL_S", "61"),
+        ("POSTONCE_FUNCTION_TIMEOUT_S", "60")
+    ])
+    .is_ok());
+}
+
+#[test]
+fn errors_name_the_variable() {
+    for (pairs, var) in [
+        (vec![("LINKEDIN_ACCESS_TOKEN", "t")], "LINKEDIN_AUTHOR"),
+        (
+            vec![("LINKEDIN_ACCESS_TOKEN", "t"), ("LINKEDIN_AUTHOR", "me")],
+            "LINKEDIN_AUTHOR",
+        ),
+        (vec![("LINKEDIN_VERSION", "2024-01")], "LINKEDIN_VERSION"),
+        (vec![("LINKEDIN_VERSION", "202413")], "LINKEDIN_VERSION"),
+        (vec![("TELEGRAM_BOT_TOKEN", "1:x")], "TELEGRAM_CHAT_ID"),
+        (
+            vec![("TELEGRAM_BOT_TOKEN", "1:x"), ("TELEGRAM_CHAT_ID", "me")],
+            "TELEGRAM_CHAT_ID",
+        ),
+        (
+            vec![("TELEGRAM_WEBHOOK_SECRET", "a b")],
+            "TELEGRAM_WEBHOOK_SECRET",
+        ),
+        (
+            vec![("TELEGRAM_ALLOWED_USERS", "1,x")],
+            "TELEGRAM_ALLOWED_USERS",
+        ),
+        (
+            vec![("POSTONCE_REDIS_TIMEOUT_MS", "0")],
+            "POSTONCE_REDIS_TIMEOUT_MS",
+        ),
+        (
+            vec![("POSTONCE_LINKEDIN_TIMEOUT_MS", "60000")],
+            "POSTONCE_LINKEDIN_TIMEOUT_MS",
+        ),
+        (vec![("REDIS_URL", "localhost:6379")], "REDIS_URL"),
+        (vec![("LINKEDIN_API_URL", "ftp://x")], "LINKEDIN_API_URL"),
+        (
+            vec![("POSTONCE_IMAGE_HOSTS", "ftp://x")],
+            "POSTONCE_IMAGE_HOSTS",
+        ),
+        (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
+        (vec![("POSTONCE_TABLE", "postonce")], "REDIS_URL"),
+        (
+            vec![("POSTONCE_TARGETS", "linkedin,myspace")],
+            "POSTONCE_TARGETS",
+        ),
+        (vec![("POSTONCE_TARGETS", " , ")], "POSTONCE_TARGETS"),
+        (vec![("X_API_URL", "api.x.com")], "X_API_URL"),
+        (vec![("X_API_SECRET", "s")], "X_API_KEY"),
+        (
+            vec![("TELEGRAM_CHANNEL_ID", "mychannel")],
+            "TELEGRAM_CHANNEL_ID",
+        ),
+        (
+            vec![("POSTONCE_X_TIMEOUT_MS", "60000")],
+            "POSTONCE_X_TIMEOUT_MS",
+        ),
+        (
+            vec![("POSTONCE_X_TIMEOUT_MS", "ten")],
+            "POSTONCE_X_TIMEOUT_MS",
+        ),
+    ] {
+        let err = load(&pairs).unwrap_err();
+        assert_eq!(err.var, var, "{pairs:?}: {err}");
+        assert!(err.to_string().starts_with(var));
+    }
+}
+
+#[test]
+fn secrets_never_print() {
+    let c = load(&[
+        ("LINKEDIN_ACCESS_TOKEN", "AQX-very-secret-token"),
+        ("LINKEDIN_AUTHOR", "urn:li:person:abc"),
+        ("TELEGRAM_BOT_TOKEN", "123:tg-secret-token"),
+        ("TELEGRAM_CHAT_ID", "42"),
+        ("POSTONCE_WEBHOOK_SECRET", "hmac-secret-0123456789"),
+        ("REDIS_URL", "rediss://default:redis-password@host:6379"),
+        ("X_API_KEY", "x-consumer-key-value"),
+        ("X_API_SECRET", "x-consumer-secret-value"),
+        ("X_ACCESS_TOKEN", "x-access-token-value"),
+        ("X_ACCESS_TOKEN_SECRET", "x-token-secret-value"),
+    ])
+    .unwrap();
+    assert!(c.networks[&Network::X].is_real());
+    let shown = format!("{c:?}");
+    for secret in [
+        "AQX-very-secret-token",
+        "tg-secret-token",
+        "hmac-secret-0123456789",
+        "redis-password",
+        "x-consumer-key-value",
+        "x-consumer-secret-value",
+        "x-access-token-value",
+        "x-token-secret-value",
+    ] {
+        assert!(!shown.contains(secret), "{secret} leaked in Debug");
+    }
+}
+
+#[test]
+fn targets_default_to_linkedin_and_keep_their_order_without_duplicates() {
+    assert_eq!(load(&[]).unwrap().targets, vec![Network::Linkedin]);
+    // An empty value is unset, as for every variable.
+    assert_eq!(
+        load(&[("POSTONCE_TARGETS", "  ")]).unwrap().targets,
+        vec![Network::Linkedin]
+    );
+    assert_eq!(
+        load(&[("POSTONCE_TARGETS", " telegram , x,telegram,, linkedin,x ")])
+            .unwrap()
+            .targets,
+        vec![Network::Telegram, Network::X, Network::Linkedin]
+    );
+    assert_eq!(
+        load(&[("POSTONCE_TARGETS", "x")]).unwrap().targets,
+        vec![Network::X]
+    );
+}
+
+#[test]
+fn the_mastodon_budget_must_hold_the_media_wait_inside_the_run() {
+    let real = [
+        ("MASTODON_URL", "https://mastodon.example"),
+        ("MASTODON_ACCESS_TOKEN", "t"),
+    ];
+    let with = |ms: &str| {
+        let mut pairs = real.to_vec();
+        pairs.push(("POSTONCE_MASTODON_TIMEOUT_MS", ms));
+        load(&pairs)
+    };
+    assert!(with("10000").is_ok());
+    for ms in ["500", "50000"] {
+        let err = with(ms).unwrap_err();
+        assert_eq!(err.var, "POSTONCE_MASTODON_TIMEOUT_MS", "{err}");
+        assert!(err.to_string().contains("45000ms"), "{err}");
+    }
+    // A dry run sends nothing: its budget is not checked.
+    assert!(load(&[("POSTONCE_MASTODON_TIMEOUT_MS", "500")]).is_ok());
+}
+
+#[test]
+fn target_errors_name_the_variable_and_the_valid_names() {
+    let err = load(&[("POSTONCE_TARGETS", "linkedin,myspace")]).unwrap_err();
+    assert_eq!(err.var, "POSTONCE_TARGETS");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("\"myspace\"") && msg.contains("linkedin, x, telegram"),
+        "{msg}"
+    );
+    // Case-sensitive, with a hint.
+    let msg = load(&[("POSTONCE_TARGETS", "LinkedIn")])
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("lower case: linkedin"), "{msg}");
+    // Known networks this version cannot post to yet.
+    assert_eq!(
+        load(&[("POSTONCE_TARGETS", "linkedin,mastodon,bluesky")])
+            .unwrap()
+            .targets,
+        vec![Network::Linkedin, Network::Mastodon, Network::Bluesky]
+    );
+    let err = load(&[("POSTONCE_TARGETS", ",,")]).unwrap_err();
+    assert_eq!(err.var, "POSTONCE_TARGETS");
+    assert!(err.to_string().contains("names no target"), "{err}");
+    assert_eq!(parse_target("x"), Ok(Network::X));
+    assert!(parse_target("X").is_err());
+}
+
+#[test]
+fn x_credentials_are_all_four_or_none() {
+    let all = [
+        ("X_API_KEY", "k"),
+        ("X_API_SECRET", "s"),
+        ("X_ACCESS_TOKEN", "t"),
+        ("X_ACCESS_TOKEN_SECRET", "ts"),
+    ];
+    let c = load(&all).unwrap();
+    let x = c
+        .network::<XConfig>(Network::X)
+        .and_then(|x| x.credentials.clone())
+        .expect("credentials");
+    assert_eq!(
+        [
+            x.consumer_key.expose(),
+            x.consumer_secret.expose(),
+            x.token.expose(),
+            x.token_secret.expose()
+        ],
+        ["k", "s", "t", "ts"]
+    );
+    assert!(!load(&[]).unwrap().networks[&Network::X].is_real());
+    // Any partial set is refused, naming every missing variable.
+    for mask in 1..15u8 {
+        let given: Vec<(&str, &str)> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, p)| *p)
+            .collect();
+        let missing: Vec<&str> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) == 0)
+            .map(|(_, (k, _))| *k)
+            .collect();
+        let err = load(&given).unwrap_err();
+        assert_eq!(err.var, missing[0], "{given:?}");
+        let msg = err.to_string();
+        let verb = if missing.len() == 1 { "is" } else { "are" };
+        assert!(
+            msg.contains(&format!("{} {verb} missing", missing.join(", "))),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn x_api_url_and_timeout_have_defaults_and_are_validated() {
+    let c = load(&[]).unwrap();
+    let x = c.network::<XConfig>(Network::X).unwrap();
+    assert_eq!(x.api_url, "https://api.x.com");
+    assert_eq!(x.budget, Duration::from_millis(10_000));
+    let c = load(&[
+        ("X_API_URL", "http://127.0.0.1:9999/"),
+        ("POSTONCE_X_TIMEOUT_MS", "2500"),
+    ])
+    .unwrap();
+    let x = c.network::<XConfig>(Network::X).unwrap();
+    assert_eq!(x.api_url, "http://127.0.0.1:9999");
+    assert_eq!(x.budget, Duration::from_millis(2500));
+    assert_eq!(
+        load(&[("X_API_URL", "ftp://api.x.com")]).unwrap_err().var,
+        "X_API_URL"
+    );
+}
+
+#[test]
+fn the_channel_id_is_checked() {
+    assert!(channel(&load(&[]).unwrap()).is_none());
+    for ok in ["@postonce_chan", "-1001234567890"] {
+        assert_eq!(
+            channel(&load(&[("TELEGRAM_CHANNEL_ID", ok)]).unwrap()).as_deref(),
+            Some(ok)
+        );
+    }
+    for bad in ["postonce_chan", "@abc", "1234567890", "-100"] {
+        let err = load(&[("TELEGRAM_CHANNEL_ID", bad)]).unwrap_err();
+        assert_eq!(err.var, "TELEGRAM_CHANNEL_ID", "{bad}");
+    }
+}
+
+#[test]
+fn pacing_gaps_are_seconds_per_network_with_a_default() {
+    let c = load(&[]).unwrap();
+    assert!(c.min_gap.values().all(|g| g.is_zero()));
+    let c = load(&[
+        ("POSTONCE_MIN_GAP_S", "90"),
+        ("POSTONCE_MIN_GAP_S_X", "0.5"),
+    ])
+    .unwrap();
+    assert_eq!(c.min_gap[&Network::Linkedin], Duration::from_secs(90));
+    assert_eq!(c.min_gap[&Network::X], Duration::from_millis(500));
+    for (var, bad) in [
+        ("POSTONCE_MIN_GAP_S", "soon"),
+        ("POSTONCE_MIN_GAP_S", "-1"),
+        ("POSTONCE_MIN_GAP_S_BLUESKY", "86401"),
+        ("POSTONCE_MIN_GAP_S_TELEGRAM", "NaN"),
+    ] {
+        let err = load(&[(var, bad)]).unwrap_err();
+        assert_eq!(err.var, var, "{bad}");
+    }
+}
+
+async fn adapters(
+    c: &Config,
+) -> std::collections::BTreeMap<Network, std::sync::Arc<dyn crate::networks::NetworkAdapter>> {
+    let http = reqwest::Client::new();
+    let context = crate::networks::Context {
+        http: &http,
+        sessions: None,
+        sessions_budget: Duration::from_secs(1),
+    };
+    networks::build(&c.networks, &context).await.unwrap()
+}
+
+const X_VARS: [(&str, &str); 4] = [
+    ("X_API_KEY", "k"),
+    ("X_API_SECRET", "s"),
+    ("X_ACCESS_TOKEN", "t"),
+    ("X_ACCESS_TOKEN_SECRET", "ts"),
+];
+
+fn note(c: &Config, n: Network) -> String {
+    networks::dry_run_note(n, &c.networks[&n].missing())
+}
+
+#[tokio::test]
+async fn every_network_of_the_registry_gets_an_adapter_dry_without_credentials() {
+    let c = load(&[]).unwrap();
+    let a = adapters(&c).await;
+    assert_eq!(a.keys().copied().collect::<Vec<_>>(), Network::ALL.to_vec());
+    for (network, adapter) in &a {
+        assert_eq!(adapter.network(), *network);
+        assert!(adapter.is_dry_run(), "{network:?}");
+        // What the pipeline reads before any call agrees with what the adapter counts.
+        assert_eq!(adapter.capabilities().text.max, adapter.max_text());
+        assert!(adapter.max_text() > 0, "{network:?}");
+    }
+    assert_eq!(
+        note(&c, Network::X),
+        "dry run: set X_API_KEY, X_API_SECRET, X_ACCESS_TOKEN and X_ACCESS_TOKEN_SECRET to post to X for real"
+    );
+    assert_eq!(
+        note(&c, Network::Telegram),
+        "dry run: set TELEGRAM_BOT_TOKEN, TELEGRAM_CHAT_ID and TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
+    );
+}
+
+#[tokio::test]
+async fn configured_networks_post_for_real() {
+    let mut pairs = X_VARS.to_vec();
+    pairs.extend([
+        ("TELEGRAM_BOT_TOKEN", "123:abc"),
+        ("TELEGRAM_CHAT_ID", "42"),
+        ("TELEGRAM_CHANNEL_ID", "@postonce_chan"),
+    ]);
+    let c = load(&pairs).unwrap();
+    let a = adapters(&c).await;
+    assert!(!a[&Network::X].is_dry_run());
+    assert!(!a[&Network::Telegram].is_dry_run());
+    assert!(c.networks[&Network::X].missing().is_empty());
+    assert!(c.networks[&Network::Telegram].missing().is_empty());
+    assert!(a[&Network::Linkedin].is_dry_run());
+    assert_eq!(
+        c.networks[&Network::Linkedin].missing(),
+        ["LINKEDIN_ACCESS_TOKEN", "LINKEDIN_AUTHOR"]
+    );
+}
+
+#[tokio::test]
+async fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
+    let c = load(&[("TELEGRAM_CHANNEL_ID", "-1001234567890")]).unwrap();
+    assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
+    assert_eq!(
+        c.networks[&Network::Telegram].missing(),
+        ["TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"]
+    );
+    let c = load(&[
+        ("TELEGRAM_BOT_TOKEN", "123:abc"),
+        ("TELEGRAM_CHAT_ID", "42"),
+    ])
+    .unwrap();
+    assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
+    assert_eq!(
+        note(&c, Network::Telegram),
+        "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
+    );
+}
+
+#[test]
+fn every_network_names_its_own_pacing_and_secret_variables() {
+    for n in Network::ALL {
+        let d = n.definition();
+        assert!(d.min_gap_var.starts_with("POSTONCE_MIN_GAP_S_"), "{n:?}");
+        for (var, param) in d.secrets {
+            assert_eq!(*param, format!("{var}_PARAM"));
+        }
+    }
+}

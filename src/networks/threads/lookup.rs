@@ -1,0 +1,135 @@
+//! Reading back: what a lost publish left, from the container's status, and the post found
+//! among the account's posts for its id and permalink; the publishing quota (doctor).
+
+use serde_json::Value;
+
+use super::wire::{self, answer, local_refusal, transport, ContainerStatus, ListPage, Op, NETWORK};
+use super::{cannot_publish, creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
+use crate::networks::{Created, PostError, PreparedPost};
+
+impl ThreadsAdapter {
+    /// The post of a container found `PUBLISHED`: looked up for its id and permalink; when the
+    /// lookup cannot name it, it exists all the same.
+    pub(super) async fn already_published(
+        &self,
+        post: &PreparedPost,
+        since: Option<i64>,
+    ) -> PostError {
+        let existing = match self.locate(post, since).await {
+            Ok(Some(found)) => found,
+            other => {
+                if let Err(e) = other {
+                    tracing::warn!(
+                        network = NETWORK,
+                        "the published post could not be looked up: {}",
+                        self.clean(e)
+                    );
+                }
+                Created {
+                    id: None,
+                    url: None,
+                    cid: None,
+                }
+            }
+        };
+        PostError::AlreadyExists {
+            network: NETWORK,
+            existing,
+        }
+    }
+
+    /// Looks for `post`'s exact text among the account's posts (newest first), back to
+    /// `since` less a clock slack, at most [`Self::with_list_limits`] pages.
+    pub(super) async fn locate(
+        &self,
+        post: &PreparedPost,
+        since: Option<i64>,
+    ) -> Result<Option<Created>, PostError> {
+        let wanted = wire::comparable(&post.text);
+        let cutoff = since.map(|s| s - CLOCK_SLACK_S);
+        let limit = self.page_size.to_string();
+        let mut after: Option<String> = None;
+        for _ in 0..self.max_pages {
+            let mut query = vec![("fields", LIST_FIELDS), ("limit", limit.as_str())];
+            if let Some(a) = &after {
+                query.push(("after", a.as_str()));
+            }
+            let resp = self
+                .get(&self.user_path("threads"), &query)
+                .send()
+                .await
+                .map_err(transport)?;
+            let page = ListPage::parse(&answer(resp, Op::List).await?);
+            let mut reached_older = false;
+            for p in &page.posts {
+                let at = p.timestamp.as_deref().and_then(wire::parse_timestamp);
+                if at.zip(cutoff).is_some_and(|(at, cut)| at < cut) {
+                    reached_older = true;
+                    continue;
+                }
+                if p.text.as_deref().map(wire::comparable).as_deref() == Some(wanted.as_str()) {
+                    return Ok(Some(Created {
+                        id: Some(p.id.clone()),
+                        url: p.permalink.clone().filter(|u| !u.is_empty()),
+                        cid: None,
+                    }));
+                }
+            }
+            if reached_older || page.posts.is_empty() {
+                return Ok(None);
+            }
+            match page.after {
+                Some(a) => after = Some(a),
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn find_once(
+        &self,
+        post: &PreparedPost,
+        since: i64,
+    ) -> Result<Option<Created>, PostError> {
+        let Some(container) = creation_id(post) else {
+            return Err(local_refusal(
+                "the kept request names no container, so there is nothing to check".into(),
+            ));
+        };
+        match self.status(container, None).await? {
+            ContainerStatus::Published => match self.already_published(post, Some(since)).await {
+                PostError::AlreadyExists { existing, .. } => Ok(Some(existing)),
+                e => Err(e),
+            },
+            ContainerStatus::Finished | ContainerStatus::InProgress => Ok(None),
+            other => Err(cannot_publish(container, &other)),
+        }
+    }
+
+    /// `GET /{user}/threads_publishing_limit?fields=quota_usage,config`:
+    /// `(used, total, duration_s)`.
+    ///
+    /// # Errors
+    /// The read was refused or failed.
+    pub async fn publishing_limit(&self) -> Result<(u64, u64, u64), PostError> {
+        let read = async {
+            let resp = self
+                .get(
+                    &self.user_path("threads_publishing_limit"),
+                    &[("fields", "quota_usage,config")],
+                )
+                .send()
+                .await
+                .map_err(transport)?;
+            let v = answer(resp, Op::Check).await?;
+            let item = v.pointer("/data/0").cloned().unwrap_or(Value::Null);
+            let n = |p: &str| item.pointer(p).and_then(Value::as_u64);
+            Ok((
+                n("/quota_usage").unwrap_or(0),
+                n("/config/quota_total").unwrap_or(250),
+                n("/config/quota_duration").unwrap_or(86_400),
+            ))
+        };
+        read.await.map_err(|e| self.clean(e))
+    }
+}

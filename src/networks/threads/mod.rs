@@ -1,0 +1,611 @@
+//! Threads (Meta's Threads API, wire facts in API-NOTES.md "Threads"). Its idempotency
+//! primitive is the **media container**: a post is made in two calls, `POST /{user}/threads`
+//! (the container: image URL, text, alt text) and `POST /{user}/threads_publish` with that
+//! container's id, and one container yields at most one post. The container's status
+//! (`IN_PROGRESS`, `FINISHED`, `PUBLISHED`, `ERROR`, `EXPIRED`) can be read at any time, so an
+//! unanswered publish is settled by reading it: `PUBLISHED` → the post exists (found among the
+//! account's recent posts for its id and permalink), `FINISHED` → nothing was posted and the
+//! same container may be published again, `EXPIRED` / `ERROR` → nothing was, or ever will be,
+//! posted from it.
+//!
+//! Which step makes the container. The container id must be in the intent before
+//! `threads_publish` is sent, and a draft must never have two containers that could both
+//! publish. A container publishes only when `threads_publish` names it, and this adapter names
+//! only the one its [`PreparedPost`] carries, which is what the pipeline stores in the intent
+//! and replays. So the container is made by [`NetworkAdapter::stage`], which the pipeline runs
+//! after `prepare` (the container needs the text) and before it writes the intent;
+//! [`NetworkAdapter::create`] only waits for `FINISHED`, publishes the container of the kept
+//! request, and reads the permalink. `upload` cannot make it: it has no text. A container made
+//! by a stage whose answer was lost (the stage is retried), by a run whose intent was refused,
+//! or by a process that died before its intent was written is named nowhere: it is never
+//! published and expires unpublished after 24 hours. Every later publish of the draft (the
+//! reconcile after a lost answer) replays the kept request, that is the same container, and
+//! only after its status said `FINISHED`; a new container is made only by a new attempt, which
+//! the pipeline starts only when the kept one cannot have posted (`EXPIRED` / `ERROR`:
+//! [`PostError::Gone`]). [`NetworkAdapter::upload`] sends nothing: Threads fetches the image
+//! itself from the draft's own URL, which `stage` puts in the container.
+//!
+//! Waiting for `FINISHED` is short polling inside the call's budget
+//! (`POSTONCE_THREADS_TIMEOUT_MS`), not Meta's once-a-minute advice (which is for video): the
+//! stage polls for most of its budget and, if the container is still in progress, hands it on
+//! anyway; `create` polls for at most half of its budget, keeping the rest for the publish and
+//! the permalink.
+//!
+//! The token travels as the `access_token` parameter (query for reads, form for writes). It
+//! never reaches a `Debug` output, an error or a log line: reqwest's errors are taken without
+//! their URL and every message leaving the adapter is redacted as well, in case a server echoes
+//! it. [`ThreadsDryRun`] is the variant without a token. Holds no policy: the pipeline decides.
+
+pub mod config;
+pub mod dry_run;
+mod lookup;
+pub mod text;
+pub mod wire;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde_json::{json, Value};
+
+pub use config::DEFINITION;
+pub use dry_run::ThreadsDryRun;
+use wire::{
+    answer, id_of, local_refusal, transport, ContainerStatus, Op, NETWORK, TOKEN_PLACEHOLDER,
+};
+
+use crate::vars::Secret;
+use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::networks::http::Redactor;
+use crate::networks::{
+    Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
+};
+
+/// `THREADS_API_URL`'s default.
+pub const DEFAULT_API_URL: &str = "https://graph.threads.net";
+/// `THREADS_USER_ID`'s default: the token's own account.
+pub const DEFAULT_USER: &str = "me";
+/// The API version in every path.
+pub const API_VERSION: &str = "v1.0";
+/// `POSTONCE_THREADS_TIMEOUT_MS`'s default, until [`ThreadsAdapter::with_budget`] says.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+/// The first pause before asking again whether the container is ready; it doubles up to
+/// [`POLL_MAX`].
+pub const POLL_FIRST: Duration = Duration::from_millis(200);
+pub const POLL_MAX: Duration = Duration::from_secs(1);
+/// Kept back from a wait for the last poll's round trip, so that it ends by itself.
+pub const POLL_ROUND_TRIP: Duration = Duration::from_millis(250);
+/// Posts asked for per page when looking one up (Meta's default), and pages read at most.
+pub const LIST_PAGE_SIZE: u8 = 25;
+pub const LIST_MAX_PAGES: u32 = 4;
+/// Listed posts may be this much older than the attempt (clock skew with Meta).
+const CLOCK_SLACK_S: i64 = 600;
+/// The fields read of a published post.
+const MEDIA_FIELDS: &str = "id,permalink";
+const LIST_FIELDS: &str = "id,permalink,text,timestamp";
+
+/// What Threads offers: a container publishes at most once and its status says whether it
+/// did ([`Idempotency::Container`]); the account's posts can be read back; 500 characters,
+/// an emoji as its UTF-8 bytes; JPEG or PNG up to 8 MB, fetched by Threads itself from the
+/// draft's public URL.
+pub fn capabilities() -> Capabilities {
+    Capabilities {
+        idempotency: Idempotency::Container,
+        reads_back: true,
+        text: TextLimit {
+            max: text::MAX_TEXT,
+            counting: Counting::CharsEmojiBytes,
+        },
+        images: ImageLimits {
+            formats: &["image/jpeg", "image/png"],
+            max_bytes: 8 * 1024 * 1024,
+            // Width 320–1440 px (a wider image is scaled down), aspect ratio up to 10:1: no
+            // limit on the pixels as such.
+            max_pixels: None,
+        },
+        // The first URL becomes the link preview; at most 5 links (API-NOTES).
+        links: Links::AsText,
+        fetches_image: true,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request.
+
+/// The image as [`NetworkAdapter::upload`] answers it: its alt text only. Threads fetches the
+/// image itself; its URL comes with [`NetworkAdapter::stage`].
+pub fn media_ref(alt: Option<&str>) -> MediaRef {
+    let mut v = json!({ "image": "fetched by Threads from the draft's URL" });
+    if let Some(alt) = alt.map(str::trim).filter(|a| !a.is_empty()) {
+        v["alt_text"] = json!(alt);
+    }
+    MediaRef(v)
+}
+
+/// The kept request before [`NetworkAdapter::stage`]: the container's fields, as
+/// `POST /{user}/threads` sends them (less the token and the image URL, which the stage adds).
+/// Shared with the dry run.
+pub fn prepared(text: &str, media: &MediaRef) -> PreparedPost {
+    let mut container = json!({
+        "media_type": "IMAGE",
+        "text": text,
+    });
+    if let Some(alt) = media.0.get("alt_text").and_then(Value::as_str) {
+        container["alt_text"] = json!(alt);
+    }
+    PreparedPost {
+        body: json!({ "container": container }),
+        text: text.to_owned(),
+        key: None,
+    }
+}
+
+/// The container a staged request publishes (`threads_publish`'s `creation_id`).
+pub fn creation_id(post: &PreparedPost) -> Option<&str> {
+    post.body
+        .get("creation_id")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+}
+
+/// The container's form fields, in the order they are sent.
+fn container_fields(post: &PreparedPost) -> Result<Vec<(&'static str, String)>, PostError> {
+    let c = post.body.get("container").ok_or_else(|| {
+        local_refusal("the prepared request carries no container; prepare the post again".into())
+    })?;
+    let field = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+    let Some(url) = field("image_url").filter(|u| !u.is_empty()) else {
+        return Err(local_refusal(
+            "Threads fetches the image itself from its public URL, and this post has none".into(),
+        ));
+    };
+    let mut fields = vec![
+        (
+            "media_type",
+            field("media_type").unwrap_or_else(|| "IMAGE".into()),
+        ),
+        ("image_url", url),
+        ("text", field("text").unwrap_or_default()),
+    ];
+    if let Some(alt) = field("alt_text") {
+        fields.push(("alt_text", alt));
+    }
+    Ok(fields)
+}
+
+/// `post` with the draft's image URL in its container, or why it cannot have it: Threads
+/// fetches the image itself, so a local file (the CLI's drafts) cannot go to it.
+fn with_image(post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+    let image = image.trim();
+    if !(image.starts_with("https://") || image.starts_with("http://")) {
+        return Err(local_refusal(
+            "Threads fetches the image itself from its public URL, and this draft's cover is a local file".into(),
+        ));
+    }
+    let mut post = post.clone();
+    post.body["container"]["image_url"] = json!(image);
+    Ok(post)
+}
+
+/// A path segment: everything but RFC 3986's unreserved characters percent-encoded.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+fn enc(s: &str) -> String {
+    utf8_percent_encode(s, SEGMENT).to_string()
+}
+
+/// Turns a failure to read the container before publishing into what it means for the
+/// publish: it was not sent, so nothing was published by this call.
+fn before_publish(container: &str, e: PostError) -> PostError {
+    match e {
+        PostError::InDoubt { message, .. } => PostError::NotSent {
+            network: NETWORK,
+            message: format!(
+                "could not read the status of the container {container} before publishing ({message}); nothing was published"
+            ),
+        },
+        e => e,
+    }
+}
+
+/// What a container that can no longer publish means: nothing was, or will be, posted by it.
+fn cannot_publish(container: &str, status: &ContainerStatus) -> PostError {
+    let why = match status {
+        ContainerStatus::Error(m) => format!(
+            "Threads could not make the post from it ({}); its image URL must be public and a JPEG or PNG of at most 8 MB",
+            m.as_deref().unwrap_or("no error message")
+        ),
+        _ => "it was not published within 24 hours".to_owned(),
+    };
+    PostError::Gone {
+        network: NETWORK,
+        message: format!(
+            "the container {container} is {} ({why}): nothing was posted from it, and nothing can be; a new attempt makes a new container",
+            status.as_str()
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter.
+
+/// Publishes to one Threads account through the Threads API.
+pub struct ThreadsAdapter {
+    http: reqwest::Client,
+    base: String,
+    user: String,
+    token: Secret,
+    /// Keeps the token out of every message that leaves the adapter.
+    redactor: Redactor,
+    budget: Duration,
+    page_size: u8,
+    max_pages: u32,
+}
+
+impl fmt::Debug for ThreadsAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadsAdapter")
+            .field("base", &self.base)
+            .field("user", &self.user)
+            .field("token", &self.token)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ThreadsAdapter {
+    /// `api_url`: `THREADS_API_URL`; `user`: `THREADS_USER_ID` (`me` or the account's id);
+    /// `http` the process's shared client ([`crate::app::http_client`]); `token` a Threads user
+    /// access token with `threads_basic` and `threads_content_publish`.
+    pub fn new(http: reqwest::Client, api_url: &str, user: &str, token: Secret) -> Self {
+        let user = user.trim();
+        Self {
+            http,
+            base: api_url.trim().trim_end_matches('/').to_owned(),
+            user: if user.is_empty() {
+                DEFAULT_USER.to_owned()
+            } else {
+                user.to_owned()
+            },
+            redactor: Redactor::default().hide(&token, TOKEN_PLACEHOLDER),
+            token,
+            budget: DEFAULT_BUDGET,
+            page_size: LIST_PAGE_SIZE,
+            max_pages: LIST_MAX_PAGES,
+        }
+    }
+
+    /// Sizes the waits for `FINISHED` inside one call's budget (`POSTONCE_THREADS_TIMEOUT_MS`).
+    #[must_use]
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Page size (1–100) and page count of the lookup among the account's posts.
+    #[must_use]
+    pub fn with_list_limits(mut self, page_size: u8, max_pages: u32) -> Self {
+        self.page_size = page_size.clamp(1, 100);
+        self.max_pages = max_pages.max(1);
+        self
+    }
+
+    fn clean(&self, e: PostError) -> PostError {
+        self.redactor.error(e)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{API_VERSION}/{path}", self.base)
+    }
+
+    fn get(&self, path: &str, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
+        self.http
+            .get(self.url(path))
+            .query(query)
+            .query(&[("access_token", self.token.expose())])
+    }
+
+    fn post_form(&self, path: &str, fields: &[(&str, String)]) -> reqwest::RequestBuilder {
+        let mut form: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        form.push(("access_token", self.token.expose()));
+        self.http.post(self.url(path)).form(&form)
+    }
+
+    fn user_path(&self, tail: &str) -> String {
+        format!("{}/{tail}", enc(&self.user))
+    }
+
+    /// `GET /{container}?fields=status,error_message`.
+    /// `timeout`: how long the read may take (a read that would outlast a wait is cut short
+    /// and counts as failed).
+    async fn status(
+        &self,
+        container: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ContainerStatus, PostError> {
+        let mut req = self.get(&enc(container), &[("fields", "status,error_message")]);
+        if let Some(t) = timeout {
+            req = req.timeout(t.max(Duration::from_millis(100)));
+        }
+        let resp = req.send().await.map_err(transport)?;
+        let v = answer(resp, Op::Status).await?;
+        ContainerStatus::parse(&v).ok_or_else(|| PostError::InDoubt {
+            network: NETWORK,
+            message: format!("the container {container}'s status answer names no known status"),
+        })
+    }
+
+    /// Reads the container's status until it is no longer `IN_PROGRESS` or `until` (counted
+    /// from `started`, less a poll's round trip) has passed; answers the last status read.
+    async fn wait_ready(
+        &self,
+        container: &str,
+        started: Instant,
+        until: Duration,
+    ) -> Result<ContainerStatus, PostError> {
+        let mut pause = POLL_FIRST;
+        loop {
+            let left = until.saturating_sub(started.elapsed());
+            let status = self.status(container, Some(left)).await?;
+            if status != ContainerStatus::InProgress {
+                return Ok(status);
+            }
+            let left = until
+                .saturating_sub(started.elapsed())
+                .saturating_sub(POLL_ROUND_TRIP);
+            if left.is_zero() {
+                return Ok(status);
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+
+    /// [`NetworkAdapter::stage`].
+    async fn stage_with(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+        if creation_id(post).is_some() {
+            return Ok(post.clone());
+        }
+        let post = with_image(post, image)?;
+        self.stage_once(&post).await.map_err(|e| self.clean(e))
+    }
+
+    async fn stage_once(&self, post: &PreparedPost) -> Result<PreparedPost, PostError> {
+        let started = Instant::now();
+        let fields = container_fields(post)?;
+        let resp = self
+            .post_form(&self.user_path("threads"), &fields)
+            .send()
+            .await
+            .map_err(transport)?;
+        let v = answer(resp, Op::Container).await?;
+        let Some(container) = id_of(&v) else {
+            return Err(PostError::InDoubt {
+                network: NETWORK,
+                message: "the container was answered without an id".into(),
+            });
+        };
+        tracing::info!(network = NETWORK, container = %container, "container made");
+        let until = self.budget.saturating_sub(self.budget * 3 / 10);
+        match self.wait_ready(&container, started, until).await {
+            Ok(ContainerStatus::Finished | ContainerStatus::InProgress) => {}
+            Ok(other) => return Err(cannot_publish(&container, &other)),
+            // A read that failed for now: `create` reads the status again before publishing.
+            Err(e) if e.is_transient() => {
+                tracing::warn!(
+                    network = NETWORK,
+                    "the container's status could not be read yet: {}",
+                    self.clean(e)
+                );
+            }
+            Err(e) => return Err(e),
+        }
+        let mut staged = post.clone();
+        staged.body["creation_id"] = json!(container);
+        Ok(staged)
+    }
+
+    async fn create_once(&self, post: &PreparedPost) -> Result<Created, PostError> {
+        let started = Instant::now();
+        let Some(container) = creation_id(post) else {
+            return Err(local_refusal(
+                "the prepared request names no container (creation_id); prepare the post again"
+                    .into(),
+            ));
+        };
+        let status = self
+            .wait_ready(container, started, self.budget / 2)
+            .await
+            .map_err(|e| before_publish(container, e))?;
+        match status {
+            ContainerStatus::Finished => {}
+            ContainerStatus::InProgress => {
+                return Err(PostError::NotReady {
+                    network: NETWORK,
+                    message: format!(
+                        "the container {container} is still being processed after {} ms; nothing was published",
+                        started.elapsed().as_millis()
+                    ),
+                })
+            }
+            ContainerStatus::Published => return Err(self.already_published(post, None).await),
+            other => return Err(cannot_publish(container, &other)),
+        }
+        let resp = self
+            .post_form(
+                &self.user_path("threads_publish"),
+                &[("creation_id", container.to_owned())],
+            )
+            .send()
+            .await
+            .map_err(transport)?;
+        let media_id = match answer(resp, Op::Publish).await {
+            Ok(v) => id_of(&v),
+            // A refusal whose code is not the token's or a rate limit's: a container already
+            // published is refused too (with a code Meta does not document), so its status
+            // says what the refusal means.
+            // (A revoked token fails that read too, and the refusal is answered as it is.)
+            Err(refusal @ PostError::Rejected { .. }) => {
+                return Err(match self.status(container, None).await {
+                    Ok(ContainerStatus::Published) => self.already_published(post, None).await,
+                    Ok(ContainerStatus::InProgress) => PostError::NotReady {
+                        network: NETWORK,
+                        message: format!(
+                            "Threads refused to publish the container {container}, which is still being processed ({refusal}); nothing was published"
+                        ),
+                    },
+                    _ => refusal,
+                });
+            }
+            // A 2xx without JSON still published.
+            Err(PostError::InDoubt { message, .. }) if message.contains("not JSON") => None,
+            Err(e) => return Err(e),
+        };
+        tracing::info!(
+            network = NETWORK,
+            media = media_id.as_deref().unwrap_or("?"),
+            "published"
+        );
+        let Some(id) = media_id else {
+            return Ok(self
+                .locate(post, None)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(Created {
+                    id: None,
+                    url: None,
+                    cid: None,
+                }));
+        };
+        // The post exists from here on: the permalink is read in what is left of the budget,
+        // and its absence only leaves the link out.
+        let left = self
+            .budget
+            .saturating_sub(started.elapsed())
+            .saturating_sub(POLL_ROUND_TRIP);
+        let url = self.permalink(&id, left).await;
+        Ok(Created {
+            id: Some(id),
+            url,
+            cid: None,
+        })
+    }
+
+    /// `GET /{media}?fields=id,permalink`, within `left`.
+    async fn permalink(&self, media: &str, left: Duration) -> Option<String> {
+        if left < Duration::from_millis(100) {
+            tracing::warn!(
+                network = NETWORK,
+                media,
+                "no time left to read the permalink"
+            );
+            return None;
+        }
+        let read = async {
+            let resp = self
+                .get(&enc(media), &[("fields", MEDIA_FIELDS)])
+                .timeout(left)
+                .send()
+                .await
+                .map_err(transport)?;
+            answer(resp, Op::Media).await
+        };
+        match read.await {
+            Ok(v) => v
+                .get("permalink")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
+            Err(e) => {
+                tracing::warn!(
+                    network = NETWORK,
+                    media,
+                    "the permalink could not be read: {}",
+                    self.clean(e)
+                );
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl NetworkAdapter for ThreadsAdapter {
+    fn network(&self) -> Network {
+        Network::Threads
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        capabilities()
+    }
+
+    fn is_dry_run(&self) -> bool {
+        false
+    }
+
+    fn max_text(&self) -> usize {
+        text::MAX_TEXT
+    }
+
+    fn text_len(&self, text: &str) -> usize {
+        text::threads_len(text)
+    }
+
+    /// Sends nothing: Threads fetches the image itself from the draft's URL (see
+    /// [`NetworkAdapter::stage`]); the reference carries the alt text.
+    async fn upload(&self, media: &Media) -> Result<MediaRef, PostError> {
+        Ok(media_ref(media.alt.as_deref()))
+    }
+
+    fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
+        prepared(text, media)
+    }
+
+    /// Makes the container of `post` with `image`, the draft's own URL
+    /// (`POST /{user}/threads`: `media_type=IMAGE`, `image_url`, `text`, `alt_text`), and
+    /// answers `post` with its id as `creation_id`, to be stored in the intent before anything
+    /// is published. Waits for `FINISHED` for most of the budget; a container still in
+    /// progress is handed on (`create` waits again), one in `ERROR` is refused here, before any
+    /// intent. Safe to repeat: a container no kept request names is never published. A post
+    /// already staged is answered as it is.
+    async fn stage(&self, post: &PreparedPost, image: &str) -> Result<PreparedPost, PostError> {
+        self.stage_with(post, image).await
+    }
+
+    /// Waits for the kept container to be `FINISHED`, publishes it once
+    /// (`POST /{user}/threads_publish`, `creation_id`), and reads the post's permalink.
+    async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
+        match self.create_once(post).await {
+            Ok(created) => Ok(created),
+            Err(e) => {
+                let e = self.clean(e);
+                tracing::warn!(network = NETWORK, "publish failed: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// Settles a lost publish from the kept container's status: `PUBLISHED` → the post (found
+    /// among the account's posts since the attempt for its id and permalink); `FINISHED` or
+    /// `IN_PROGRESS` → `None` (not posted: the same container may be published); `EXPIRED` or
+    /// `ERROR` → refused (not posted, and it never will be from this container).
+    async fn find(&self, post: &PreparedPost, since: i64) -> Result<Option<Created>, PostError> {
+        self.find_once(post, since).await.map_err(|e| self.clean(e))
+    }
+
+    /// The publishing quota's use: one harmless read that needs a working token.
+    async fn check(&self) -> Result<String, PostError> {
+        let (used, total, duration) = self.publishing_limit().await?;
+        Ok(format!(
+            "Threads (user {}): {used} of {total} posts published through the API in the last {} h",
+            self.user,
+            duration / 3600
+        ))
+    }
+}

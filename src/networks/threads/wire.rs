@@ -1,0 +1,420 @@
+//! Threads' wire format (API-NOTES.md "Threads"): the container's status, the Graph API's
+//! error body and what each answer means for the post ([`classify`]), the account's list of
+//! posts, Threads' timestamps, and the redaction of the token (which travels as the
+//! `access_token` parameter, so a server or a library could echo it).
+
+use reqwest::header::HeaderMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::networks::http::{self, Answer};
+use crate::networks::PostError;
+
+/// How [`PostError`]s name this network.
+pub const NETWORK: &str = "Threads";
+/// What stands for the token in the dry run's requests and in redacted messages.
+pub const TOKEN_PLACEHOLDER: &str = "<THREADS_ACCESS_TOKEN>";
+/// What the owner is told to do when the token is refused.
+pub const RENEW: &str = "create a new long-lived Threads user access token (scopes threads_basic, threads_content_publish; it lasts 60 days) and set THREADS_ACCESS_TOKEN";
+
+/// Which call an answer belongs to: the same answer means different things for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `POST /{user}/threads`: making the container (nothing can post from it by itself).
+    Container,
+    /// `GET /{container}?fields=status,error_message`.
+    Status,
+    /// `POST /{user}/threads_publish`: the one call that posts.
+    Publish,
+    /// `GET /{media}?fields=permalink`, after a publish.
+    Media,
+    /// `GET /{user}/threads`: the account's posts, to find one.
+    List,
+    /// `GET /{user}/threads_publishing_limit` (doctor).
+    Check,
+}
+
+/// A container's `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerStatus {
+    InProgress,
+    /// Ready to publish.
+    Finished,
+    /// Its media object has been published.
+    Published,
+    /// Failed; Threads' `error_message` (`FAILED_DOWNLOADING_VIDEO`, `UNKNOWN`, …).
+    Error(Option<String>),
+    /// Not published within 24 hours.
+    Expired,
+}
+
+impl ContainerStatus {
+    /// The status of a `GET /{container}?fields=status,error_message` answer.
+    pub fn parse(v: &Value) -> Option<Self> {
+        let message = v
+            .get("error_message")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned);
+        Some(match v.get("status")?.as_str()? {
+            "IN_PROGRESS" => Self::InProgress,
+            "FINISHED" => Self::Finished,
+            "PUBLISHED" => Self::Published,
+            "ERROR" => Self::Error(message),
+            "EXPIRED" => Self::Expired,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::InProgress => "IN_PROGRESS",
+            Self::Finished => "FINISHED",
+            Self::Published => "PUBLISHED",
+            Self::Error(_) => "ERROR",
+            Self::Expired => "EXPIRED",
+        }
+    }
+}
+
+/// The Graph API's error body: `{"error":{"message","type","code","error_subcode","fbtrace_id"}}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GraphError {
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub code: Option<i64>,
+    #[serde(default)]
+    pub error_subcode: Option<i64>,
+    #[serde(default)]
+    pub error_user_msg: Option<String>,
+    #[serde(default)]
+    pub fbtrace_id: Option<String>,
+}
+
+impl GraphError {
+    /// The error of a body, if it has the Graph shape.
+    pub fn parse(body: &str) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Envelope {
+            error: GraphError,
+        }
+        serde_json::from_str::<Envelope>(body).ok().map(|e| e.error)
+    }
+
+    /// One line for a person: the message, the user message when there is one, and the codes
+    /// (which Meta's support asks for).
+    pub fn describe(&self) -> String {
+        let mut out = if self.message.is_empty() {
+            "no error message".to_owned()
+        } else {
+            self.message.clone()
+        };
+        if let Some(user) = self.error_user_msg.as_deref().filter(|m| !m.is_empty()) {
+            out.push_str(&format!(" ({user})"));
+        }
+        let mut codes = vec![];
+        if let Some(c) = self.code {
+            codes.push(format!("code {c}"));
+        }
+        if let Some(s) = self.error_subcode {
+            codes.push(format!("subcode {s}"));
+        }
+        if let Some(t) = self.fbtrace_id.as_deref().filter(|t| !t.is_empty()) {
+            codes.push(format!("fbtrace_id {t}"));
+        }
+        if !codes.is_empty() {
+            out.push_str(&format!(" [{}]", codes.join(", ")));
+        }
+        out
+    }
+}
+
+/// Graph codes that mean "too many calls" (API-NOTES: 4, 17, 32, 613), the publishing quota
+/// included.
+pub const RATE_LIMIT_CODES: [i64; 4] = [4, 17, 32, 613];
+/// Code 190: the token is invalid, expired or revoked.
+pub const TOKEN_CODE: i64 = 190;
+/// Code 100: an invalid parameter (an image URL Threads cannot fetch, …).
+pub const PARAMETER_CODE: i64 = 100;
+/// Graph codes for a failure on Meta's side ("An unknown error occurred", "Service
+/// temporarily unavailable"): as a 5xx.
+pub const SERVER_CODES: [i64; 2] = [1, 2];
+
+/// Turns a non-2xx answer into a [`PostError`] whose message names the fix.
+pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
+    let graph = GraphError::parse(body);
+    let detail = graph.as_ref().map_or_else(
+        || {
+            let snippet: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+            let snippet: String = snippet.chars().take(200).collect();
+            if snippet.is_empty() {
+                format!("HTTP {status}, no error text")
+            } else {
+                format!("HTTP {status}: {snippet}")
+            }
+        },
+        GraphError::describe,
+    );
+    let code = graph.as_ref().and_then(|g| g.code);
+    if code == Some(TOKEN_CODE) || (status == 401 && code.is_none()) {
+        return PostError::Rejected {
+            network: NETWORK,
+            status,
+            message: format!("the access token was refused ({detail}): {RENEW}"),
+        };
+    }
+    if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
+        let what = if op == Op::Publish {
+            "the rate limit or the publishing quota (250 posts per 24 h) is used up"
+        } else {
+            "the rate limit is used up"
+        };
+        return PostError::RateLimited {
+            network: NETWORK,
+            retry_after: http::retry_after_seconds(headers),
+            message: format!("{what}: {detail}"),
+        };
+    }
+    if (500..=599).contains(&status) || code.is_some_and(|c| SERVER_CODES.contains(&c)) {
+        return PostError::InDoubt {
+            network: NETWORK,
+            message: format!("Threads answered {status}: {detail}"),
+        };
+    }
+    // A token without the scope a read needs: the post may still exist, only this account
+    // cannot look.
+    if op == Op::List && (status == 403 || matches!(code, Some(10 | 200..=299))) {
+        return PostError::ReadRefused {
+            network: NETWORK,
+            message: format!("{detail}; reading the account's posts needs the threads_basic scope"),
+        };
+    }
+    let subcode = graph.as_ref().and_then(|g| g.error_subcode);
+    let on_user = matches!(op, Op::Container | Op::Publish | Op::List | Op::Check);
+    let message = match (op, code) {
+        // "Object with ID '…' does not exist": the user in the path.
+        (_, Some(PARAMETER_CODE)) if on_user && subcode == Some(33) => format!(
+            "{detail}; THREADS_USER_ID must be the token's Threads user id or `me`"
+        ),
+        (Op::Container, Some(PARAMETER_CODE)) => format!(
+            "{detail}; Threads fetches the image itself, so its URL must be public (https, reachable from the internet) and a JPEG or PNG of at most 8 MB"
+        ),
+        (_, Some(10 | 200..=299)) => format!(
+            "{detail}; the token lacks a permission: {RENEW}"
+        ),
+        (_, _) if status == 404 => format!(
+            "{detail}; THREADS_USER_ID must be the account's Threads user id or `me`, and THREADS_API_URL Threads' base (https://graph.threads.net)"
+        ),
+        _ => detail,
+    };
+    PostError::Rejected {
+        network: NETWORK,
+        status,
+        message,
+    }
+}
+
+/// A refusal made here, before anything was sent.
+pub fn local_refusal(message: String) -> PostError {
+    PostError::Rejected {
+        network: NETWORK,
+        status: 0,
+        message: format!("not sent: {message}"),
+    }
+}
+
+/// A failure below HTTP ([`http::transport`]), as Threads'.
+pub fn transport(e: reqwest::Error) -> PostError {
+    http::transport(NETWORK, e)
+}
+
+/// A 2xx answer's JSON, or the answer described as a [`PostError`].
+pub async fn answer(resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
+    let a = Answer::read(NETWORK, resp).await?;
+    if a.is_success() {
+        return a.json(NETWORK);
+    }
+    Err(classify(op, a.status, &a.headers, &a.body))
+}
+
+/// The `id` of an answer (`{"id":"17889615691921648"}`).
+pub fn id_of(v: &Value) -> Option<String> {
+    match v.get("id")? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// One post of the account's list (`GET /{user}/threads?fields=id,permalink,text,timestamp`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ListedPost {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub permalink: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub timestamp: Option<String>,
+}
+
+/// One page of the account's list: its posts (newest first) and the cursor of the next page.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    pub posts: Vec<ListedPost>,
+    /// `paging.cursors.after`, when `paging.next` says there is a next page.
+    pub after: Option<String>,
+}
+
+impl ListPage {
+    pub fn parse(v: &Value) -> Self {
+        let posts = v
+            .get("data")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| serde_json::from_value::<ListedPost>(i.clone()).ok())
+                    .filter(|p| !p.id.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let has_next = v
+            .pointer("/paging/next")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let after = has_next
+            .then(|| v.pointer("/paging/cursors/after").and_then(Value::as_str))
+            .flatten()
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned);
+        Self { posts, after }
+    }
+}
+
+/// A text as both sides are compared: line breaks as `\n`, NFC, the surrounding space trimmed.
+pub fn comparable(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let text: String = text
+        .replace("\r\n", "\n")
+        .replace('\r', "\n")
+        .nfc()
+        .collect();
+    text.trim().to_owned()
+}
+
+/// A Threads timestamp (`2026-12-04T10:15:00+0000`; `Z` and `+00:00` accepted too) → Unix
+/// seconds.
+pub fn parse_timestamp(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let fixed = match s.len().checked_sub(5).map(|i| s.split_at(i)) {
+        // `+0000` → `+00:00`, which RFC 3339 wants.
+        Some((head, zone))
+            if (zone.starts_with('+') || zone.starts_with('-'))
+                && zone[1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            format!("{head}{}:{}", &zone[..3], &zone[3..])
+        }
+        _ => s.to_owned(),
+    };
+    time::OffsetDateTime::parse(&fixed, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(time::OffsetDateTime::unix_timestamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+    use std::time::Duration;
+    use serde_json::json;
+
+    fn graph(code: i64, sub: Option<i64>) -> String {
+        json!({"error": {"message": "msg", "type": "OAuthException", "code": code,
+            "error_subcode": sub, "fbtrace_id": "AbC"}})
+        .to_string()
+    }
+
+    #[test]
+    fn classifies_the_documented_answers() {
+        let h = HeaderMap::new();
+        for op in [Op::Container, Op::Publish, Op::Status, Op::List] {
+            let e = classify(op, 400, &h, &graph(190, Some(460)));
+            assert!(
+                matches!(&e, PostError::Rejected { status: 400, message, .. } if message.contains("THREADS_ACCESS_TOKEN") && message.contains("code 190")),
+                "{op:?} {e:?}"
+            );
+            assert!(!e.is_transient());
+            for code in RATE_LIMIT_CODES {
+                let e = classify(op, 400, &h, &graph(code, None));
+                assert!(matches!(e, PostError::RateLimited { .. }), "{op:?} {code}");
+            }
+            assert!(matches!(
+                classify(op, 429, &h, "{}"),
+                PostError::RateLimited { .. }
+            ));
+            let e = classify(op, 503, &h, "<html>busy</html>");
+            assert!(e.may_exist() && e.is_transient(), "{e:?}");
+            let e = classify(op, 500, &h, &graph(2, None));
+            assert!(matches!(e, PostError::InDoubt { .. }), "{e:?}");
+        }
+        let e = classify(Op::Container, 400, &h, &graph(100, Some(2207052)));
+        assert!(
+            matches!(&e, PostError::Rejected { message, .. } if message.contains("public")),
+            "{e:?}"
+        );
+        let e = classify(Op::Publish, 400, &h, &graph(100, None));
+        assert!(matches!(e, PostError::Rejected { status: 400, .. }));
+        let e = classify(Op::List, 403, &h, &graph(10, None));
+        assert!(matches!(e, PostError::ReadRefused { .. }), "{e:?}");
+        let e = classify(Op::Check, 400, &h, &graph(100, Some(33)));
+        assert!(
+            matches!(&e, PostError::Rejected { message, .. } if message.contains("THREADS_USER_ID")),
+            "{e:?}"
+        );
+        let e = classify(Op::Publish, 401, &h, "");
+        assert!(matches!(e, PostError::Rejected { status: 401, .. }));
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("30"));
+        assert!(matches!(
+            classify(Op::Publish, 429, &h, "{}"),
+            PostError::RateLimited { retry_after: Some(d), message, .. }
+                if d == Duration::from_secs(30) && message.contains("250")
+        ));
+    }
+
+    #[test]
+    fn statuses_and_pages() {
+        assert_eq!(
+            ContainerStatus::parse(&json!({"status": "ERROR", "error_message": "UNKNOWN"})),
+            Some(ContainerStatus::Error(Some("UNKNOWN".into())))
+        );
+        assert_eq!(
+            ContainerStatus::parse(&json!({"status": "FINISHED", "id": "1"})),
+            Some(ContainerStatus::Finished)
+        );
+        assert_eq!(ContainerStatus::parse(&json!({"id": "1"})), None);
+        let page = ListPage::parse(&json!({
+            "data": [{"id": "1", "text": "a", "timestamp": "2026-12-04T10:15:00+0000"}, {"x": 1}],
+            "paging": {"cursors": {"before": "b", "after": "c"}, "next": "https://x/next"}
+        }));
+        assert_eq!(page.posts.len(), 1);
+        assert_eq!(page.after.as_deref(), Some("c"));
+        let last = ListPage::parse(&json!({"data": [], "paging": {"cursors": {"after": "c"}}}));
+        assert_eq!(last.after, None);
+    }
+
+    #[test]
+    fn timestamps() {
+        let t = 1_796_206_500; // 2026-12-02T10:15:00Z
+        assert_eq!(parse_timestamp("2026-12-02T10:15:00+0000"), Some(t));
+        assert_eq!(parse_timestamp("2026-12-02T10:15:00Z"), Some(t));
+        assert_eq!(parse_timestamp("2026-12-02T11:15:00+01:00"), Some(t));
+        assert_eq!(parse_timestamp("2026-12-02T11:15:00+0100"), Some(t));
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+}

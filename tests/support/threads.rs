@@ -1,0 +1,873 @@
+//! A Threads fake that speaks API-NOTES.md "Threads": `access_token` checked on every call (as
+//! a query or form parameter, as the Graph API takes it), `POST /v1.0/{user}/threads` making a
+//! **container** from form fields (`media_type=IMAGE`, `image_url`, `text`, `alt_text`), the
+//! image **fetched by the fake itself** from `image_url` as Threads does, the container's status
+//! (`IN_PROGRESS` until the image is fetched and a configurable processing time has passed, then
+//! `FINISHED`; `ERROR` when the image cannot be fetched or is not a JPEG/PNG; `EXPIRED` 24 hours
+//! after it was made, on the fake's clock; `PUBLISHED`), `POST /v1.0/{user}/threads_publish`
+//! with `creation_id`, `GET /v1.0/{id}` for a container or a post, the account's posts newest
+//! first with cursor paging, the publishing quota (250 per 24 hours), and Graph error bodies
+//! `{"error":{"message","type","code","error_subcode","fbtrace_id"}}`.
+//!
+//! What decides exactly-once, as on Threads: one container publishes at most once (a second
+//! publish of it is refused), and **nothing else stops a duplicate**: two containers made from
+//! one draft both publish, and the fake keeps both posts ([`ThreadsFake::max_posts_per_text`]).
+//!
+//! Fault modes ([`Mode`]) are applied before the request is looked at, as a rate limiter or a
+//! proxy would answer, except `AcceptThenHang`, which does the work and answers late. Which
+//! wire details are guesses: the codes of the refusals of an already published or expired
+//! container and of the publishing quota (Meta does not document them; the adapter must not
+//! depend on them).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use unicode_segmentation::UnicodeSegmentation;
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The account's access token (the `SECRET1` mark lets scripts/test.sh find it in logs).
+pub const TOKEN: &str = "THAAHq2ZbW9x-threads-SECRET1-T0k3nV4lu3";
+pub const USER_ID: &str = "25876043578412345";
+pub const USERNAME: &str = "postonce_test";
+pub const MAX_TEXT: usize = 500;
+pub const QUOTA_TOTAL: u64 = 250;
+pub const QUOTA_DURATION_S: i64 = 86_400;
+/// A container not published within this long expires.
+pub const CONTAINER_LIFETIME_MS: i64 = 24 * 3_600_000;
+
+/// How a call answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// This status with Meta's body for it (500: Graph code 2; 502–504: a proxy's HTML page).
+    /// Nothing is done.
+    Status(u16),
+    /// HTTP 429 with Graph code 613 ("Calls to this api have exceeded the rate limit").
+    TooMany,
+    /// HTTP 400 with Graph code 4 (a quota: "Application request limit reached").
+    Quota,
+    /// Do nothing; answer 503 only after the delay.
+    Hang(Duration),
+    /// Do the work, then answer only after the delay (the answer is lost to a client that
+    /// gives up earlier).
+    AcceptThenHang(Duration),
+}
+
+/// Which reading of Meta's "emojis are counted as the number of UTF-8 bytes" the fake enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counting {
+    /// Unicode scalar values.
+    Characters,
+    /// An emoji grapheme counts its UTF-8 bytes.
+    EmojiBytes,
+}
+
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub id: String,
+    pub media_type: String,
+    pub image_url: Option<String>,
+    pub text: String,
+    pub alt_text: Option<String>,
+    /// On the fake's clock (Unix ms).
+    pub created_ms: i64,
+    /// Processing ends at this real time (Unix ms).
+    pub ready_at_ms: i64,
+    /// The image fetch: `None` while it runs; `Some(Err(why))` when it failed.
+    pub fetched: Option<Result<usize, String>>,
+    pub published_as: Option<String>,
+    /// Set by the test: the container is in ERROR (or EXPIRED) whatever else.
+    pub forced: Option<&'static str>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Post {
+    pub id: String,
+    pub container: Option<String>,
+    pub text: String,
+    pub alt_text: Option<String>,
+    pub image_url: Option<String>,
+    pub shortcode: String,
+    /// On the fake's clock (Unix ms).
+    pub created_ms: i64,
+}
+
+struct State {
+    clock_offset: Duration,
+    seq: u64,
+    containers: HashMap<String, Container>,
+    posts: Vec<Post>,
+    processing: Duration,
+    fetch_images: bool,
+    counting: Counting,
+    quota_total: u64,
+    revoked: bool,
+    container_mode: Mode,
+    publish_mode: Mode,
+    read_mode: Mode,
+    requests: u64,
+    container_requests: u64,
+    publish_requests: u64,
+    status_reads: u64,
+    media_reads: u64,
+    list_reads: u64,
+    limit_reads: u64,
+    bad_tokens: u64,
+    /// POSTs that carried parameters in the query string instead of the form.
+    post_query_params: u64,
+    image_fetches: u64,
+    last_container_form: HashMap<String, String>,
+}
+
+#[derive(Clone)]
+pub struct ThreadsFake {
+    server: Arc<MockServer>,
+    state: Arc<Mutex<State>>,
+}
+
+fn real_now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// Threads' timestamp: `2026-12-04T10:15:00+0000`.
+pub fn timestamp(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}+0000",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+fn json_answer(status: u16, body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(status)
+        .insert_header("content-type", "application/json; charset=UTF-8")
+        .set_body_json(body)
+}
+
+/// A Graph error body.
+pub fn graph_error(
+    status: u16,
+    code: i64,
+    subcode: Option<i64>,
+    message: &str,
+) -> ResponseTemplate {
+    let mut error = json!({
+        "message": message,
+        "type": if code == 190 || code == 2500 { "OAuthException" } else { "THApiException" },
+        "code": code,
+        "fbtrace_id": format!("A{:x}", rand::random::<u64>()),
+    });
+    if let Some(s) = subcode {
+        error["error_subcode"] = json!(s);
+    }
+    if code == 2 {
+        error["is_transient"] = json!(true);
+    }
+    json_answer(status, json!({ "error": error }))
+}
+
+fn proxy_page(status: u16) -> ResponseTemplate {
+    ResponseTemplate::new(status)
+        .insert_header("content-type", "text/html")
+        .set_body_string(format!(
+            "<html><head><title>{status}</title></head><body>Sorry, something went wrong.</body></html>"
+        ))
+}
+
+fn bad_param(message: &str) -> ResponseTemplate {
+    graph_error(400, 100, None, message)
+}
+
+/// The length the fake enforces, on its own: scalar values, or emoji graphemes as their bytes.
+pub fn fake_len(text: &str, counting: Counting) -> usize {
+    match counting {
+        Counting::Characters => text.chars().count(),
+        Counting::EmojiBytes => text
+            .graphemes(true)
+            .map(|g| {
+                let emoji = g.chars().any(|c| {
+                    matches!(u32::from(c), 0xFE0F | 0x200D | 0x20E3 | 0x1F000..=0x1FAFF | 0x2600..=0x27BF)
+                });
+                if emoji {
+                    g.len()
+                } else {
+                    g.chars().count()
+                }
+            })
+            .sum(),
+    }
+}
+
+/// Fetches an image as Threads does, off the server's thread: `Ok(bytes)` for a JPEG or PNG of
+/// at most 8 MB, else why not.
+fn fetch_image(url: &str) -> Result<usize, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
+        if !resp.status().is_success() {
+            return Err(format!("the image answered {}", resp.status()));
+        }
+        let bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+        let png = bytes.starts_with(b"\x89PNG\r\n\x1a\n");
+        let jpeg = bytes.starts_with(&[0xFF, 0xD8, 0xFF]);
+        if !(png || jpeg) {
+            return Err("not a JPEG or PNG".into());
+        }
+        if bytes.len() > 8 * 1024 * 1024 {
+            return Err("over 8 MB".into());
+        }
+        Ok(bytes.len())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API.
+
+struct Api {
+    state: Arc<Mutex<State>>,
+}
+
+impl State {
+    fn now_ms(&self) -> i64 {
+        real_now_ms() + i64::try_from(self.clock_offset.as_millis()).unwrap_or(0)
+    }
+
+    fn next_id(&mut self) -> String {
+        self.seq += 1;
+        format!("1789{:013}", self.seq)
+    }
+
+    fn fault(&self, mode: Mode) -> Option<ResponseTemplate> {
+        match mode {
+            Mode::Normal | Mode::AcceptThenHang(_) => None,
+            Mode::Status(500) => Some(graph_error(
+                500,
+                2,
+                None,
+                "An unexpected error has occurred. Please retry your request later.",
+            )),
+            Mode::Status(s) if (502..=504).contains(&s) => Some(proxy_page(s)),
+            Mode::Status(s) => Some(graph_error(s, 1, None, "An unknown error occurred")),
+            Mode::TooMany => Some(graph_error(
+                429,
+                613,
+                None,
+                "Calls to this api have exceeded the rate limit.",
+            )),
+            Mode::Quota => Some(graph_error(
+                400,
+                4,
+                None,
+                "Application request limit reached",
+            )),
+            Mode::Hang(d) => Some(proxy_page(503).set_delay(d)),
+        }
+    }
+
+    fn late(mode: Mode, answer: ResponseTemplate) -> ResponseTemplate {
+        match mode {
+            Mode::AcceptThenHang(d) => answer.set_delay(d),
+            _ => answer,
+        }
+    }
+
+    /// The container's status now.
+    fn status_of(&self, c: &Container) -> (&'static str, Option<String>) {
+        if c.published_as.is_some() {
+            return ("PUBLISHED", None);
+        }
+        if let Some(forced) = c.forced {
+            let message = (forced == "ERROR").then(|| "UNKNOWN".to_owned());
+            return (forced, message);
+        }
+        if self.now_ms() - c.created_ms > CONTAINER_LIFETIME_MS {
+            return ("EXPIRED", None);
+        }
+        match &c.fetched {
+            Some(Err(_)) => ("ERROR", Some("UNKNOWN".into())),
+            Some(Ok(_)) if real_now_ms() >= c.ready_at_ms => ("FINISHED", None),
+            _ => ("IN_PROGRESS", None),
+        }
+    }
+
+    fn make_container(
+        &mut self,
+        p: &HashMap<String, String>,
+        state: &Arc<Mutex<State>>,
+    ) -> ResponseTemplate {
+        self.last_container_form = p.clone();
+        let mode = self.container_mode;
+        if let Some(r) = self.fault(mode) {
+            return r;
+        }
+        let media_type = p.get("media_type").cloned().unwrap_or_default();
+        let text = p.get("text").cloned().unwrap_or_default();
+        let image_url = p.get("image_url").cloned().filter(|u| !u.is_empty());
+        match media_type.as_str() {
+            "IMAGE" => match &image_url {
+                None => return bad_param("Param image_url is required for media_type IMAGE"),
+                Some(u) if !(u.starts_with("https://") || u.starts_with("http://")) => {
+                    return bad_param("Param image_url must be a valid URL")
+                }
+                // A host that can never resolve (RFC 2606): refused at once.
+                Some(u)
+                    if url::Url::parse(u)
+                        .ok()
+                        .and_then(|u| u.host_str().map(|h| h.ends_with(".invalid")))
+                        .unwrap_or(true) =>
+                {
+                    return graph_error(
+                        400,
+                        100,
+                        Some(2_207_052),
+                        "The media could not be fetched from this URI",
+                    )
+                }
+                Some(_) => {}
+            },
+            "TEXT" if !text.is_empty() => {}
+            "TEXT" => return bad_param("Param text is required for media_type TEXT"),
+            "" => return bad_param("The parameter media_type is required"),
+            _ => {
+                return bad_param("Param media_type must be one of {TEXT, IMAGE, VIDEO, CAROUSEL}")
+            }
+        }
+        if fake_len(&text, self.counting) > MAX_TEXT {
+            return bad_param("Param text must be at most 500 characters long");
+        }
+        let id = self.next_id();
+        let fetch = self.fetch_images && image_url.is_some();
+        let container = Container {
+            id: id.clone(),
+            media_type,
+            image_url: image_url.clone(),
+            text,
+            alt_text: p.get("alt_text").cloned().filter(|a| !a.is_empty()),
+            created_ms: self.now_ms(),
+            ready_at_ms: real_now_ms() + i64::try_from(self.processing.as_millis()).unwrap_or(0),
+            fetched: if fetch { None } else { Some(Ok(0)) },
+            published_as: None,
+            forced: None,
+        };
+        self.containers.insert(id.clone(), container);
+        if let (true, Some(url)) = (fetch, image_url) {
+            self.image_fetches += 1;
+            let state = state.clone();
+            let cid = id.clone();
+            std::thread::spawn(move || {
+                let got = fetch_image(&url);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(c) = st.containers.get_mut(&cid) {
+                    c.fetched = Some(got);
+                }
+            });
+        }
+        Self::late(mode, json_answer(200, json!({ "id": id })))
+    }
+
+    fn publish(&mut self, p: &HashMap<String, String>) -> ResponseTemplate {
+        let mode = self.publish_mode;
+        if let Some(r) = self.fault(mode) {
+            return r;
+        }
+        let Some(cid) = p.get("creation_id").filter(|c| !c.is_empty()).cloned() else {
+            return bad_param("The parameter creation_id is required");
+        };
+        let Some(c) = self.containers.get(&cid).cloned() else {
+            return graph_error(
+                400,
+                24,
+                Some(4_279_009),
+                "The requested resource does not exist",
+            );
+        };
+        match self.status_of(&c).0 {
+            "FINISHED" => {}
+            "IN_PROGRESS" => {
+                return graph_error(
+                    400,
+                    24,
+                    Some(4_279_009),
+                    "The requested resource does not exist",
+                )
+            }
+            "PUBLISHED" => return bad_param("This media has already been published"),
+            "EXPIRED" => return bad_param("The media container has expired"),
+            _ => return bad_param("The media container could not be published"),
+        }
+        let now = self.now_ms();
+        let used = self
+            .posts
+            .iter()
+            .filter(|p| now - p.created_ms < QUOTA_DURATION_S * 1000)
+            .count() as u64;
+        if used >= self.quota_total {
+            return graph_error(400, 4, None, "Application request limit reached");
+        }
+        let id = self.next_id();
+        let shortcode = format!("C{:010x}", rand::random::<u64>() & 0xff_ffff_ffff);
+        self.posts.push(Post {
+            id: id.clone(),
+            container: Some(cid.clone()),
+            text: c.text.clone(),
+            alt_text: c.alt_text.clone(),
+            image_url: c.image_url.clone(),
+            shortcode,
+            created_ms: now,
+        });
+        if let Some(c) = self.containers.get_mut(&cid) {
+            c.published_as = Some(id.clone());
+        }
+        Self::late(mode, json_answer(200, json!({ "id": id })))
+    }
+
+    fn post_json(&self, p: &Post, fields: &[String]) -> Value {
+        let mut v = json!({ "id": p.id });
+        for f in fields {
+            let value = match f.as_str() {
+                "permalink" => json!(format!(
+                    "https://www.threads.com/@{USERNAME}/post/{}",
+                    p.shortcode
+                )),
+                "shortcode" => json!(p.shortcode),
+                "text" => json!(p.text),
+                "timestamp" => json!(timestamp(p.created_ms)),
+                "alt_text" => json!(p.alt_text),
+                "media_type" => json!("IMAGE"),
+                "username" => json!(USERNAME),
+                "media_product_type" => json!("THREADS"),
+                _ => continue,
+            };
+            v[f.as_str()] = value;
+        }
+        v
+    }
+
+    fn read_object(&mut self, id: &str, fields: &[String]) -> ResponseTemplate {
+        if let Some(c) = self.containers.get(id).cloned() {
+            self.status_reads += 1;
+            let (status, message) = self.status_of(&c);
+            let mut v = json!({ "id": c.id });
+            if fields.iter().any(|f| f == "status") {
+                v["status"] = json!(status);
+            }
+            if let (true, Some(m)) = (fields.iter().any(|f| f == "error_message"), message) {
+                v["error_message"] = json!(m);
+            }
+            return json_answer(200, v);
+        }
+        if let Some(p) = self.posts.iter().find(|p| p.id == id).cloned() {
+            self.media_reads += 1;
+            return json_answer(200, self.post_json(&p, fields));
+        }
+        graph_error(
+            400,
+            100,
+            Some(33),
+            &format!("Unsupported get request. Object with ID '{id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation."),
+        )
+    }
+
+    fn list(
+        &mut self,
+        q: &HashMap<String, String>,
+        fields: &[String],
+        base: &str,
+    ) -> ResponseTemplate {
+        self.list_reads += 1;
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .unwrap_or(25)
+            .clamp(1, 100);
+        let mut list: Vec<&Post> = self.posts.iter().collect();
+        list.sort_by_key(|p| std::cmp::Reverse((p.created_ms, p.id.clone())));
+        let start = match q.get("after") {
+            Some(cursor) => match list.iter().position(|p| cursor_of(&p.id) == *cursor) {
+                Some(i) => i + 1,
+                None => return bad_param("Invalid after cursor"),
+            },
+            None => 0,
+        };
+        let page: Vec<&Post> = list.iter().skip(start).take(limit).copied().collect();
+        let more = start + page.len() < list.len();
+        let data: Vec<Value> = page.iter().map(|p| self.post_json(p, fields)).collect();
+        let mut body = json!({ "data": data });
+        if let (Some(first), Some(last)) = (page.first(), page.last()) {
+            body["paging"] =
+                json!({"cursors": {"before": cursor_of(&first.id), "after": cursor_of(&last.id)}});
+            if more {
+                body["paging"]["next"] = json!(format!(
+                    "{base}/v1.0/{USER_ID}/threads?fields={}&limit={limit}&after={}",
+                    fields.join(","),
+                    cursor_of(&last.id)
+                ));
+            }
+        }
+        json_answer(200, body)
+    }
+
+    fn limit(&mut self) -> ResponseTemplate {
+        self.limit_reads += 1;
+        let now = self.now_ms();
+        let used = self
+            .posts
+            .iter()
+            .filter(|p| now - p.created_ms < QUOTA_DURATION_S * 1000)
+            .count();
+        json_answer(
+            200,
+            json!({"data": [{"quota_usage": used, "config": {"quota_total": self.quota_total, "quota_duration": QUOTA_DURATION_S}}]}),
+        )
+    }
+}
+
+/// An opaque-looking cursor for a post.
+fn cursor_of(id: &str) -> String {
+    format!("QVFI{}", hex::encode(id))
+}
+
+impl Respond for Api {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.requests += 1;
+        let method = req.method.as_str().to_owned();
+        let query: HashMap<String, String> = req.url.query_pairs().into_owned().collect();
+        let form: HashMap<String, String> = if method == "POST" {
+            url::form_urlencoded::parse(&req.body)
+                .into_owned()
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        if method == "POST" && !query.is_empty() {
+            st.post_query_params += 1;
+        }
+        // The Graph API takes parameters from either; the form wins.
+        let mut params = query.clone();
+        params.extend(form);
+        let Some(path) = req.url.path().strip_prefix("/v1.0/") else {
+            return graph_error(400, 2500, None, "Unknown path components");
+        };
+        let decoded: Vec<String> = path
+            .split('/')
+            .map(|p| {
+                percent_encoding::percent_decode_str(p)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
+        match (method.as_str(), parts.as_slice()) {
+            ("POST", [_, "threads"]) => st.container_requests += 1,
+            ("POST", [_, "threads_publish"]) => st.publish_requests += 1,
+            _ => {}
+        }
+        match params.get("access_token").map(String::as_str) {
+            None | Some("") => {
+                st.bad_tokens += 1;
+                return graph_error(
+                    400,
+                    2500,
+                    None,
+                    "An active access token must be used to query information about the current user.",
+                );
+            }
+            Some(t) if t != TOKEN => {
+                st.bad_tokens += 1;
+                return graph_error(
+                    400,
+                    190,
+                    None,
+                    "Invalid OAuth access token - Cannot parse access token",
+                );
+            }
+            Some(_) if st.revoked => {
+                return graph_error(
+                    400,
+                    190,
+                    Some(460),
+                    "Error validating access token: The session has been invalidated because the user changed their password or Facebook has changed the session for security reasons.",
+                );
+            }
+            Some(_) => {}
+        }
+        let fields: Vec<String> = params
+            .get("fields")
+            .map(|f| {
+                f.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let me = |u: &str| u == "me" || u == USER_ID;
+        let read_fault = st.fault(st.read_mode);
+        let base = self.base(req);
+        match (method.as_str(), parts.as_slice()) {
+            ("POST", [u, "threads"]) if me(u) => {
+                let state = self.state.clone();
+                st.make_container(&params, &state)
+            }
+            ("POST", [u, "threads_publish"]) if me(u) => st.publish(&params),
+            ("GET", [u, "threads"]) if me(u) => read_fault.unwrap_or_else(|| st.list(&params, &fields, &base)),
+            ("GET", [u, "threads_publishing_limit"]) if me(u) => {
+                read_fault.unwrap_or_else(|| st.limit())
+            }
+            ("GET", [id]) => read_fault.unwrap_or_else(|| st.read_object(id, &fields)),
+            (_, [u, ..]) if !me(u) => graph_error(
+                400,
+                100,
+                Some(33),
+                &format!("Unsupported request. Object with ID '{u}' does not exist, cannot be loaded due to missing permissions, or does not support this operation."),
+            ),
+            _ => graph_error(400, 2500, None, "Unknown path components"),
+        }
+    }
+}
+
+impl Api {
+    fn base(&self, req: &Request) -> String {
+        format!(
+            "{}://{}",
+            req.url.scheme(),
+            req.url
+                .host_str()
+                .map_or_else(String::new, |h| match req.url.port() {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h.to_owned(),
+                })
+        )
+    }
+}
+
+impl ThreadsFake {
+    pub async fn start() -> Self {
+        let server = Arc::new(MockServer::start().await);
+        let state = Arc::new(Mutex::new(State {
+            clock_offset: Duration::ZERO,
+            seq: 0,
+            containers: HashMap::new(),
+            posts: Vec::new(),
+            processing: Duration::ZERO,
+            fetch_images: true,
+            counting: Counting::EmojiBytes,
+            quota_total: QUOTA_TOTAL,
+            revoked: false,
+            container_mode: Mode::Normal,
+            publish_mode: Mode::Normal,
+            read_mode: Mode::Normal,
+            requests: 0,
+            container_requests: 0,
+            publish_requests: 0,
+            status_reads: 0,
+            media_reads: 0,
+            list_reads: 0,
+            limit_reads: 0,
+            bad_tokens: 0,
+            post_query_params: 0,
+            image_fetches: 0,
+            last_container_form: HashMap::new(),
+        }));
+        Mock::given(any())
+            .respond_with(Api {
+                state: state.clone(),
+            })
+            .mount(&server)
+            .await;
+        Self { server, state }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Moves the fake's clock forward (container expiry, the quota's window, posts' dates).
+    pub fn advance(&self, d: Duration) {
+        self.with(|s| s.clock_offset += d);
+    }
+
+    /// Containers made from now on stay `IN_PROGRESS` this long (real time) after their image
+    /// is fetched.
+    pub fn set_processing(&self, d: Duration) {
+        self.with(|s| s.processing = d);
+    }
+
+    /// Whether the fake fetches `image_url` (on by default); off, every image is taken as good.
+    pub fn set_fetch_images(&self, on: bool) {
+        self.with(|s| s.fetch_images = on);
+    }
+
+    pub fn set_counting(&self, c: Counting) {
+        self.with(|s| s.counting = c);
+    }
+
+    pub fn set_quota_total(&self, n: u64) {
+        self.with(|s| s.quota_total = n);
+    }
+
+    /// The owner revoked the token (or it expired): every call answers code 190.
+    pub fn revoke(&self) {
+        self.with(|s| s.revoked = true);
+    }
+
+    pub fn set_container_mode(&self, m: Mode) {
+        self.with(|s| s.container_mode = m);
+    }
+
+    pub fn set_publish_mode(&self, m: Mode) {
+        self.with(|s| s.publish_mode = m);
+    }
+
+    /// Every GET (status, post, list, quota).
+    pub fn set_read_mode(&self, m: Mode) {
+        self.with(|s| s.read_mode = m);
+    }
+
+    /// Puts a container in `ERROR` or `EXPIRED` whatever else.
+    pub fn force_status(&self, container: &str, status: &'static str) {
+        assert!(matches!(status, "ERROR" | "EXPIRED"), "{status}");
+        self.with(|s| {
+            if let Some(c) = s.containers.get_mut(container) {
+                c.forced = Some(status);
+            }
+        });
+    }
+
+    /// Adds a post as if published `age` ago (other posts on the account).
+    pub fn seed_post(&self, text: &str, age: Duration) -> String {
+        self.with(|s| {
+            let at = s.now_ms() - i64::try_from(age.as_millis()).unwrap_or(0);
+            let id = s.next_id();
+            s.posts.push(Post {
+                id: id.clone(),
+                container: None,
+                text: text.to_owned(),
+                alt_text: None,
+                image_url: None,
+                shortcode: format!("S{:010x}", rand::random::<u64>() & 0xff_ffff_ffff),
+                created_ms: at,
+            });
+            id
+        })
+    }
+
+    /// The container's status as Threads would answer it now.
+    pub fn status(&self, container: &str) -> Option<&'static str> {
+        self.with(|s| {
+            s.containers
+                .get(container)
+                .cloned()
+                .map(|c| s.status_of(&c).0)
+        })
+    }
+
+    pub fn container(&self, id: &str) -> Option<Container> {
+        self.with(|s| s.containers.get(id).cloned())
+    }
+
+    pub fn containers(&self) -> Vec<Container> {
+        self.with(|s| {
+            let mut all: Vec<Container> = s.containers.values().cloned().collect();
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            all
+        })
+    }
+
+    pub fn posts(&self) -> Vec<Post> {
+        self.with(|s| s.posts.clone())
+    }
+
+    /// Posts that exist (published or seeded).
+    pub fn posts_created(&self) -> usize {
+        self.with(|s| s.posts.len())
+    }
+
+    /// The most posts that carry one text: 1 means no duplicate was published.
+    pub fn max_posts_per_text(&self) -> usize {
+        self.with(|s| {
+            let mut counts = HashMap::new();
+            for p in &s.posts {
+                *counts.entry(p.text.as_str()).or_insert(0usize) += 1;
+            }
+            counts.into_values().max().unwrap_or(0)
+        })
+    }
+
+    /// The permalink Threads shows for a post.
+    pub fn permalink(&self, post: &Post) -> String {
+        format!(
+            "https://www.threads.com/@{USERNAME}/post/{}",
+            post.shortcode
+        )
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.with(|s| s.requests)
+    }
+
+    pub fn container_requests(&self) -> u64 {
+        self.with(|s| s.container_requests)
+    }
+
+    pub fn publish_requests(&self) -> u64 {
+        self.with(|s| s.publish_requests)
+    }
+
+    pub fn status_reads(&self) -> u64 {
+        self.with(|s| s.status_reads)
+    }
+
+    pub fn media_reads(&self) -> u64 {
+        self.with(|s| s.media_reads)
+    }
+
+    pub fn list_reads(&self) -> u64 {
+        self.with(|s| s.list_reads)
+    }
+
+    pub fn limit_reads(&self) -> u64 {
+        self.with(|s| s.limit_reads)
+    }
+
+    /// Requests refused for a missing or wrong token.
+    pub fn bad_tokens(&self) -> u64 {
+        self.with(|s| s.bad_tokens)
+    }
+
+    /// POSTs that put parameters (the token) in the URL instead of the form.
+    pub fn post_query_params(&self) -> u64 {
+        self.with(|s| s.post_query_params)
+    }
+
+    pub fn image_fetches(&self) -> u64 {
+        self.with(|s| s.image_fetches)
+    }
+
+    /// The form of the latest `POST /{user}/threads`.
+    pub fn last_container_form(&self) -> HashMap<String, String> {
+        self.with(|s| s.last_container_form.clone())
+    }
+}

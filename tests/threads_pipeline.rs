@@ -1,0 +1,358 @@
+//! Threads through the whole pipeline (issue 21, item 5): real redis-server and DynamoDB Local,
+//! LinkedIn and Threads as wire-format fakes ([`Env::with_threads`]); the Threads fake fetches
+//! the draft's image itself, keeps each container's status, publishes a container at most once
+//! and keeps every post (two containers of one draft both publish). Every count is taken at the
+//! fakes:
+//!
+//! - posted once: the container made from the draft's own image URL, its id in the intent
+//!   before `threads_publish` (seen while the run is held after the intent), the permalink
+//!   reported; a second run sends nothing;
+//! - the publish answer lost (accept-then-hang past the budget): `unknown`, nothing re-sent
+//!   inside the quiet period; after it the container's status (`PUBLISHED`) settles it: 1 post,
+//!   1 container, recorded with its permalink, no question to the owner;
+//! - a publish that never landed: after the quiet period the same container is published:
+//!   1 post, 1 container;
+//! - the container expired meanwhile: not posted, `failed` and retryable; the retry makes a new
+//!   container: 1 post;
+//! - a local file as the cover: Threads `failed`, not retryable, before any Threads request;
+//!   LinkedIn posts; `partial`, exit 6;
+//! - a revoked token is permanent and the owner is told; the publishing quota is a rate limit.
+
+mod support;
+
+use std::time::Duration;
+
+use postonce::key::PostKey;
+use postonce::networks::Network;
+use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
+use support::env::{Env, Stores};
+use support::threads::Mode;
+use tokio::sync::Mutex;
+
+/// A quiet period of 2 s: above every budget these environments set (1.5 s each).
+const QUIET: (&str, &str) = ("POSTONCE_RECONCILE_AFTER_S", "2");
+
+/// A hang long enough that the 1.5 s budget gives up first.
+const HANG: Duration = Duration::from_secs(3);
+
+/// Fail points are process-wide: the tests of this file run one at a time.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+fn target(o: &Outcome, n: Network) -> TargetOutcome {
+    o.targets
+        .as_ref()
+        .and_then(|t| t.get(&n))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {} in the outcome's targets: {o:?}", n.as_str()))
+}
+
+/// One run of `key` to Threads only, with a fresh draft (`true`) or the stored one.
+async fn run(env: &Env, key: &PostKey, fresh: bool) -> Outcome {
+    let content = fresh.then(|| env.announcement(key));
+    env.app
+        .pipeline
+        .run(
+            env.request_to(key, content, &[Network::Threads]),
+            env.deadline(),
+        )
+        .await
+}
+
+/// The container id the intent of `key` on Threads keeps (`creation_id` of the kept request).
+async fn kept_container(env: &Env, key: &PostKey) -> Option<String> {
+    let pending = env
+        .status(&key.on(Network::Threads))
+        .await
+        .snapshot
+        .draft?
+        .pending?;
+    let request = pending.request?;
+    request.body["creation_id"].as_str().map(str::to_owned)
+}
+
+/// Questions to the owner about `key` on Threads in the outcome (`done:` / `force:` buttons).
+fn questions(key: &PostKey, o: &Outcome) -> usize {
+    o.buttons()
+        .into_iter()
+        .filter(|b| {
+            b.data == format!("done:{key}@threads") || b.data == format!("force:{key}@threads")
+        })
+        .count()
+}
+
+fn figures(env: &Env, what: &str) {
+    let t = env.threads();
+    println!(
+        "{what}: containers {}, publish requests {}, posts {}, status reads {}, list reads {}",
+        t.container_requests(),
+        t.publish_requests(),
+        t.posts_created(),
+        t.status_reads(),
+        t.list_reads()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_once_with_the_container_in_the_intent_before_the_publish() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+
+    // Held just after the intent: the container exists and is kept; nothing is published yet.
+    fail::cfg("after-intent", "1*return(sleep:500)").expect("fail point");
+    let running = {
+        let app = env.app.clone();
+        let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Threads]);
+        let dl = env.deadline();
+        tokio::spawn(async move { app.pipeline.run(req, dl).await })
+    };
+    let mut kept = None;
+    for _ in 0..100 {
+        kept = kept_container(&env, &key).await;
+        if kept.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let kept = kept.expect("the intent keeps the container id");
+    assert_eq!(
+        t.publish_requests(),
+        0,
+        "the container id is stored before threads_publish"
+    );
+    assert_eq!(t.status(&kept), Some("FINISHED"));
+    let o = running.await.expect("the run");
+    fail::remove("after-intent");
+    figures(&env, "posted once");
+
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
+    let posts = t.posts();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].container.as_deref(), Some(kept.as_str()));
+    assert_eq!(th.id.as_deref(), Some(posts[0].id.as_str()));
+    assert_eq!(th.url.as_deref(), Some(t.permalink(&posts[0]).as_str()));
+    // The draft's own image URL, fetched by Threads itself; its alt text.
+    let c = t.container(&kept).expect("the container");
+    assert_eq!(
+        c.image_url.as_deref(),
+        Some(env.images.url("/cover.png").as_str())
+    );
+    assert!(c
+        .alt_text
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Cover")));
+    assert_eq!(t.image_fetches(), 1);
+    assert_eq!(t.bad_tokens(), 0);
+
+    // Posted: a second run (both targets) sends nothing more to Threads.
+    let again = env.post(&key, "ignored: the stored draft is posted").await;
+    assert_eq!(
+        target(&again, Network::Threads).outcome,
+        OutcomeKind::AlreadyPosted,
+        "{again:?}"
+    );
+    assert_eq!((t.container_requests(), t.publish_requests()), (1, 1));
+    assert_eq!(env.posts_on(&key, Network::Threads).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_publish_answer_settles_after_the_quiet_period_with_one_post() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::AcceptThenHang(HANG));
+    let first = run(&env, &key, true).await;
+    println!("Threads publishes, then hangs past its budget: {first:?}");
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!(t.posts_created(), 1, "the post exists");
+    t.set_publish_mode(Mode::Normal);
+
+    // Inside the quiet period nothing is sent, and the answer stays unknown.
+    let early = run(&env, &key, false).await;
+    assert_eq!(early.outcome, OutcomeKind::Unknown, "{early:?}");
+    assert_eq!(
+        t.publish_requests(),
+        1,
+        "no publish inside the quiet period"
+    );
+
+    env.wait_out_quiet_period(&key.on(Network::Threads)).await;
+    let o = run(&env, &key, false).await;
+    figures(&env, "lost publish answer, settled");
+    println!("after the quiet period: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::AlreadyPosted, "{o:?}");
+    assert_eq!(questions(&key, &o), 0, "no question to the owner: {o:?}");
+    let post = t.posts().remove(0);
+    assert_eq!(th.id.as_deref(), Some(post.id.as_str()));
+    assert_eq!(
+        th.url.as_deref(),
+        Some(t.permalink(&post).as_str()),
+        "the permalink, found through the account's list"
+    );
+    assert_eq!(t.posts_created(), 1, "exactly one post");
+    assert_eq!(t.max_posts_per_text(), 1);
+    assert_eq!(t.container_requests(), 1, "never a second container");
+    assert_eq!(
+        t.publish_requests(),
+        1,
+        "settled from the container's status"
+    );
+    let record = env
+        .status(&key.on(Network::Threads))
+        .await
+        .snapshot
+        .record
+        .expect("recorded");
+    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_that_never_landed_is_published_from_the_same_container() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::Hang(HANG));
+    let first = run(&env, &key, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!(t.posts_created(), 0);
+    let kept = kept_container(&env, &key).await.expect("kept");
+    t.set_publish_mode(Mode::Normal);
+
+    env.wait_out_quiet_period(&key.on(Network::Threads)).await;
+    let o = run(&env, &key, false).await;
+    figures(&env, "publish never landed, published again");
+    let th = target(&o, Network::Threads);
+    assert!(
+        matches!(th.outcome, OutcomeKind::Posted | OutcomeKind::AlreadyPosted),
+        "{o:?}"
+    );
+    let posts = t.posts();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].container.as_deref(), Some(kept.as_str()));
+    assert_eq!(th.url.as_deref(), Some(t.permalink(&posts[0]).as_str()));
+    assert_eq!(t.container_requests(), 1, "the same container");
+    assert_eq!(t.publish_requests(), 2);
+    assert_eq!(questions(&key, &o), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_container_is_not_posted_and_the_retry_makes_a_new_one() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::Hang(HANG));
+    let first = run(&env, &key, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    t.set_publish_mode(Mode::Normal);
+    // A day passes on Threads' side: the container expires unpublished.
+    t.advance(Duration::from_secs(25 * 3600));
+    let kept = kept_container(&env, &key).await.expect("kept");
+    assert_eq!(t.status(&kept), Some("EXPIRED"));
+
+    env.wait_out_quiet_period(&key.on(Network::Threads)).await;
+    let o = run(&env, &key, false).await;
+    println!("the container expired: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Failed, "{o:?}");
+    assert!(th.retryable, "{o:?}");
+    assert!(th.detail.contains("nothing was posted"), "{o:?}");
+    assert_eq!(questions(&key, &o), 0);
+    assert_eq!(
+        t.publish_requests(),
+        1,
+        "the expired container is not published"
+    );
+
+    let o = run(&env, &key, false).await;
+    figures(&env, "expired, then retried");
+    assert_eq!(
+        target(&o, Network::Threads).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
+    assert_eq!(t.container_requests(), 2, "a new attempt, a new container");
+    assert_eq!(t.posts_created(), 1);
+    assert_ne!(t.posts()[0].container.as_deref(), Some(kept.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_file_cover_fails_threads_before_any_request_and_the_run_is_partial() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let key = env.key();
+    let mut content = env.announcement(&key);
+    content.image = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cover.png").to_owned();
+    let o = env
+        .app
+        .pipeline
+        .run(env.request(&key, Some(content)), env.deadline())
+        .await;
+    println!("a local file as the cover: {o:?}");
+    assert_eq!(o.outcome, OutcomeKind::Partial, "{o:?}");
+    assert_eq!(o.exit_code(), 6);
+    assert_eq!(o.http_status(), 202);
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Failed, "{o:?}");
+    assert!(!th.retryable, "{o:?}");
+    assert!(th.detail.contains("local file"), "{o:?}");
+    assert_eq!(
+        target(&o, Network::Linkedin).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
+    assert_eq!(env.threads().requests(), 0, "no request to Threads");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_is_permanent_and_a_used_up_quota_is_a_rate_limit() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+
+    t.set_quota_total(0);
+    let key = env.key();
+    let o = run(&env, &key, true).await;
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Failed, "{o:?}");
+    assert!(th.retryable, "a quota is waited out: {o:?}");
+    assert!(th.detail.contains("250"), "{o:?}");
+    assert_eq!(t.posts_created(), 0);
+    t.set_quota_total(250);
+
+    t.revoke();
+    let key = env.key();
+    let reports = env.telegram.requests_for("sendMessage").len();
+    let o = run(&env, &key, true).await;
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Failed, "{o:?}");
+    assert!(!th.retryable, "{o:?}");
+    assert!(th.detail.contains("THREADS_ACCESS_TOKEN"), "{o:?}");
+    assert!(
+        env.telegram.requests_for("sendMessage").len() > reports,
+        "the owner is told"
+    );
+    assert_eq!(t.posts_created(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_threads_is_a_dry_run_that_sends_nothing() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET, ("THREADS_ACCESS_TOKEN", "")]).await;
+    let key = env.key();
+    let o = run(&env, &key, true).await;
+    println!("dry run: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
+    assert!(th.dry_run, "{o:?}");
+    assert!(th
+        .id
+        .as_deref()
+        .is_some_and(postonce::networks::is_dry_run_urn));
+    assert_eq!(env.threads().requests(), 0, "nothing sent to Threads");
+}
