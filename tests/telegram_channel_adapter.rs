@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postonce::config::Secret;
+use postonce::networks::capabilities::Idempotency;
 use postonce::networks::telegram_channel::{
     is_dry_run_id, DryRunChannel, TelegramChannel, CAPTION_MAX,
 };
@@ -365,7 +366,10 @@ async fn the_prepared_request_keeps_the_bytes_out() {
 async fn no_read_back_and_no_capabilities() {
     let fake = TgChannelFake::public(TOKEN, "postonce_chan").await;
     let a = adapter(&fake);
-    assert_eq!(a.capabilities(), Default::default());
+    // "Can't" for exactly-once; its text and image limits are described all the same.
+    let caps = a.capabilities();
+    assert_eq!(caps.idempotency, Idempotency::None);
+    assert!(!caps.reads_back && !caps.duplicate_without_id() && caps.idempotency_key().is_none());
     assert!(!a.is_dry_run());
     let prepared = a.prepare("x", &a.upload(&cover()).await.expect("ref"), "k");
     let e = a.find(&prepared, 0).await.expect_err("cannot read");

@@ -26,6 +26,9 @@ pub enum Op {
     Create,
     /// A read: the account, a post, the account's posts (safe to repeat).
     Read,
+    /// The doctor's harmless read that proves the credentials work: a refusal there is
+    /// about the credentials, not about reading posts back.
+    Check,
 }
 
 /// The error and its causes, one line, without the URL (a URL may carry a token: the Bot
@@ -75,9 +78,21 @@ impl Answer {
     /// # Errors
     /// The body could not be read.
     pub async fn read(network: &'static str, resp: reqwest::Response) -> Result<Self, PostError> {
+        Self::read_with(resp, |e| transport(network, e)).await
+    }
+
+    /// [`Self::read`] for a network that describes a failure below HTTP its own way
+    /// (`describe`, which wraps [`transport`]: a timeout that names the call's budget).
+    ///
+    /// # Errors
+    /// The body could not be read, as `describe` says.
+    pub async fn read_with(
+        resp: reqwest::Response,
+        describe: impl FnOnce(reqwest::Error) -> PostError,
+    ) -> Result<Self, PostError> {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = resp.text().await.map_err(|e| transport(network, e))?;
+        let body = resp.text().await.map_err(describe)?;
         Ok(Self {
             status,
             headers,
@@ -119,7 +134,31 @@ impl Answer {
 
     /// The start of the body, for an error that found nothing better to say.
     pub fn excerpt(&self) -> String {
-        self.body.chars().take(300).collect()
+        excerpt(&self.body)
+    }
+}
+
+/// The start of an answer's body (300 characters), for an error that found nothing better to
+/// say.
+pub fn excerpt(body: &str) -> String {
+    body.chars().take(300).collect()
+}
+
+/// What a non-2xx answer means when the network's classifier knows nothing more of it: a 5xx
+/// leaves the call in doubt (the post may exist), any other status is a refusal in the
+/// network's own words (`detail`).
+pub fn unclassified(network: &'static str, status: u16, detail: String) -> PostError {
+    if (500..600).contains(&status) {
+        PostError::InDoubt {
+            network,
+            message: format!("{network} answered {status}: {detail}"),
+        }
+    } else {
+        PostError::Rejected {
+            network,
+            status,
+            message: detail,
+        }
     }
 }
 

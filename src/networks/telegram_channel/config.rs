@@ -117,3 +117,27 @@ impl NetworkConfig for ChannelConfig {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_ids() {
+        assert!(parse_channel_id("@my_channel").is_ok());
+        assert!(parse_channel_id("-1001234567890").is_ok());
+        for bad in [
+            "",
+            "@",
+            "@abc",
+            "mychannel",
+            "-12345",
+            "-100",
+            "@bad-name",
+            "123",
+        ] {
+            let e = parse_channel_id(bad).expect_err(bad);
+            assert_eq!(e.var, "TELEGRAM_CHANNEL_ID");
+        }
+    }
+}
