@@ -30,6 +30,11 @@ pub use show::is_dry_run_urn;
 
 use crate::vars::{ConfigError, Secret, Vars};
 
+/// The longest caption taken at input, whatever its targets: the largest fixed limit of any
+/// network (LinkedIn's 3,000 characters). Each target's own limit, counted its way, is checked
+/// after this.
+pub const INPUT_MAX_CHARS: usize = 3000;
+
 /// Generates the [`Network`] enum, its names and its dispatch to each folder's
 /// [`Definition`] from one line per network: `Variant = "target name" => folder`.
 macro_rules! registry {

@@ -60,7 +60,7 @@ pub fn dry_id() -> String {
 /// Whether a post or image id was made up by a dry run. A real run never records, repairs
 /// from or answers with such an id.
 pub fn is_dry_run_urn(urn: &str) -> bool {
-    // LinkedIn's dry run marks URNs (`urn:li:share:dryrun-…`); the other networks' dry runs
+    // A URN-shaped dry-run id carries the mark inside (`urn:li:share:dryrun-…`); the other dry runs
     // answer ids that start with the mark (`dryrun-…`).
     urn.contains(MARK) || urn.starts_with("dryrun-")
 }

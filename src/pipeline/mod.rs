@@ -232,7 +232,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Settle {
     /// After the quiet period and within the window, re-send the identical request: the
-    /// network's duplicate answer names the post (LinkedIn).
+    /// network's duplicate answer names the post.
     Resend,
     /// After the quiet period, read the account's recent posts for the exact text; not
     /// found, re-send (a duplicate answer then means it exists) (X).
@@ -262,7 +262,7 @@ impl Lane {
         }
     }
 
-    /// The caption hash this target indexes (content guard): LinkedIn's is the bare hash, so
+    /// The caption hash this target indexes (content guard): the first network's is the bare hash, so
     /// existing entries still count; every other network has its own.
     pub(crate) fn text_hash(&self, content: &DraftContent) -> String {
         let hash = caption_hash(&full_text(content));

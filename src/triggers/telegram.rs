@@ -35,7 +35,7 @@ pub struct Press {
     pub action: Action,
     pub key: PostKey,
     /// The targets pressed for: `retry:<key>` is every pending one (empty); `…:<key>@<network>`
-    /// is that one; `done:<key>` and `force:<key>` are LinkedIn's.
+    /// is that one; `done:<key>` and `force:<key>` are the first network's.
     pub targets: Vec<Network>,
 }
 

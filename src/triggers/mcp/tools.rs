@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::key::{MAX_KEY_LEN, MAX_KIND_LEN};
-use crate::networks::linkedin::little_text::MAX_CHARS;
+use crate::networks::INPUT_MAX_CHARS as MAX_CHARS;
 
 /// The tool names, in the order `tools/list` gives them.
 pub const NAMES: [&str; 6] = [
