@@ -11,6 +11,14 @@ use super::harness::{assert_on_network, past_the_quiet_period, questions, record
 use super::networks::{Ambiguous, Create, Net};
 use crate::support::env::Env;
 
+/// `figures`, and the network's own counts about `key`'s draft where it has some.
+fn with_more(env: &Env, net: Net, key: &PostKey, figures: String) -> String {
+    match net.more_figures(env, key) {
+        Some(more) => format!("{figures}, {more}"),
+        None => figures,
+    }
+}
+
 /// How many runs of one draft race.
 pub const RACERS: usize = 8;
 
@@ -50,9 +58,14 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
         *kinds.entry(t.outcome.as_str()).or_default() += 1;
     }
     let posts = net.posts_for(&env, &key);
-    let figures = format!(
-        "{RACERS} racing runs: {kinds:?}; creates {}, posts {posts}",
-        net.creates(&env) - creates
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "{RACERS} racing runs: {kinds:?}; creates {}, posts {posts}",
+            net.creates(&env) - creates
+        ),
     );
     assert_eq!(
         posts, 1,
@@ -119,14 +132,19 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
     past_the_quiet_period(&env).await;
     let settled = run(&env, &key, false, n).await;
     let asked = questions(&env, &key, n);
-    let figures = format!(
-        "lost answer → {:?}, after the quiet period {:?}; creates {} (+{} after the first), posts {}, questions {}",
-        first.outcome,
-        settled.outcome,
-        net.creates(&env),
-        net.creates(&env) - creates,
-        net.posts_for(&env, &key),
-        asked.len()
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "lost answer → {:?}, after the quiet period {:?}; creates {} (+{} after the first), posts {}, questions {}",
+            first.outcome,
+            settled.outcome,
+            net.creates(&env),
+            net.creates(&env) - creates,
+            net.posts_for(&env, &key),
+            asked.len()
+        ),
     );
     match net.ambiguous() {
         Ambiguous::Settles => {
@@ -181,11 +199,16 @@ pub async fn after_the_sweep(env: Arc<Env>, net: Net, first: (PostKey, u64)) -> 
     let n = net.network();
     let (key, creates) = first;
     let again = run(&env, &key, false, n).await;
-    let figures = format!(
-        "after the sweep a run says {:?}; creates {}, posts {}",
-        again.outcome,
-        net.creates(&env),
-        net.posts_for(&env, &key)
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "after the sweep a run says {:?}; creates {}, posts {}",
+            again.outcome,
+            net.creates(&env),
+            net.posts_for(&env, &key)
+        ),
     );
     match net.ambiguous() {
         Ambiguous::Settles => {
