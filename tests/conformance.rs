@@ -19,6 +19,10 @@
 //!    limit, zero requests at the fake, nothing stored;
 //! 7. a dry run (no credentials) sends nothing and shows the request.
 //!
+//! Where a network makes something before the create (Threads' container, which the create
+//! publishes), 1, 2 and 4 also hold it to one per draft: never a second container while the
+//! first could still publish (issue 21, item 5).
+//!
 //! A new network gets all of it by adding its fake to the environment
 //! (`Env::with_every_network`) and a line to `NETWORKS`; the first test below fails while a
 //! network of the registry is missing from that list.

@@ -103,9 +103,11 @@ pub trait ConformanceFake: Send + Sync {
         Ambiguous::Settles
     }
 
-    /// More counts about `key`'s draft at the fake for the report, where the network makes
-    /// more than the post (Threads' containers); no expectation rides on them.
-    fn more_figures(&self, _env: &Env, _key: &PostKey) -> Option<String> {
+    /// What the network makes for `key`'s draft before the create and then publishes
+    /// (Threads' containers), counted at the fake; `None` where it makes nothing such. A draft
+    /// of one attempt has exactly one: DESIGN.md, Threads' "never a second container while
+    /// the first could still publish".
+    fn staged(&self, _env: &Env, _key: &PostKey) -> Option<usize> {
         None
     }
 }
@@ -505,13 +507,13 @@ impl ConformanceFake for Threads {
         false
     }
 
-    fn more_figures(&self, env: &Env, key: &PostKey) -> Option<String> {
+    fn staged(&self, env: &Env, key: &PostKey) -> Option<usize> {
         let made = env
             .threads()
             .containers()
             .into_iter()
             .filter(|c| c.text.contains(key.slug()))
             .count();
-        Some(format!("containers {made}"))
+        Some(made)
     }
 }

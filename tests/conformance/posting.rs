@@ -11,11 +11,23 @@ use super::harness::{assert_on_network, past_the_quiet_period, questions, record
 use super::networks::{Ambiguous, Create, Net};
 use crate::support::env::Env;
 
-/// `figures`, and the network's own counts about `key`'s draft where it has some.
+/// `figures`, with what the network made for `key`'s draft before the create where it makes
+/// something ([`super::networks::ConformanceFake::staged`]).
 fn with_more(env: &Env, net: Net, key: &PostKey, figures: String) -> String {
-    match net.more_figures(env, key) {
-        Some(more) => format!("{figures}, {more}"),
+    match net.staged(env, key) {
+        Some(made) => format!("{figures}, containers {made}"),
         None => figures,
+    }
+}
+
+/// Where the network makes something before the create (Threads' container), the one attempt
+/// of `key`'s draft made exactly one: never a second while the first could still publish.
+fn one_staged(env: &Env, net: Net, key: &PostKey, figures: &str) {
+    if let Some(made) = net.staged(env, key) {
+        assert_eq!(
+            made, 1,
+            "one container for the draft, never a second while the first could still publish: {figures}"
+        );
     }
 }
 
@@ -76,6 +88,7 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
         Some(1),
         "exactly one run posted: {figures}"
     );
+    one_staged(&env, net, &key, &figures);
     assert!(record(&env, &key, n).await.is_some(), "recorded");
     let sent = net.requests(&env).await;
     let again = run(&env, &key, false, n).await;
@@ -168,6 +181,7 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
         }
     }
     assert_eq!(net.posts_for(&env, &key), 1, "exactly one post: {figures}");
+    one_staged(&env, net, &key, &figures);
     ((), figures)
 }
 
@@ -218,6 +232,7 @@ pub async fn after_the_sweep(env: Arc<Env>, net: Net, first: (PostKey, u64)) -> 
                 "the sweep posted it: {figures}"
             );
             assert_eq!(net.posts_for(&env, &key), 1, "exactly one post: {figures}");
+            one_staged(&env, net, &key, &figures);
             assert!(record(&env, &key, n).await.is_some());
         }
         Ambiguous::AsksTheOwner => {
