@@ -19,8 +19,13 @@
 //!    limit, zero requests at the fake, nothing stored;
 //! 7. a dry run (no credentials) sends nothing and shows the request.
 //!
-//! A new network gets all of it by adding its fake to the environment and a line to
-//! `NETWORKS`.
+//! Where a network makes something before the create (Threads' container, which the create
+//! publishes), 1, 2 and 4 also hold it to one per draft: never a second container while the
+//! first could still publish (issue 21, item 5).
+//!
+//! A new network gets all of it by adding its fake to the environment
+//! (`Env::with_every_network`) and a line to `NETWORKS`; the first test below fails while a
+//! network of the registry is missing from that list.
 
 mod support;
 
@@ -32,8 +37,20 @@ mod conformance {
 }
 
 use conformance::harness::{env, past_the_quiet_period, Suite};
+use conformance::networks::NETWORKS;
 use conformance::{posting, refusals};
+use postonce::networks::Network;
 use support::env::Stores;
+
+#[test]
+fn every_network_of_the_registry_is_in_the_suite() {
+    let listed: Vec<Network> = NETWORKS.iter().map(|n| n.network()).collect();
+    assert_eq!(
+        listed,
+        Network::ALL.to_vec(),
+        "conformance/networks.rs NETWORKS must list every network of the registry, in its order"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn posted_once_on_every_network() {

@@ -21,9 +21,10 @@ use crate::support::env::{Env, Stores};
 pub const QUIET: (&str, &str) = ("POSTONCE_RECONCILE_AFTER_S", "3");
 
 /// The environment every behaviour runs in: real Redis and DynamoDB Local (or `stores`), every
-/// network's fake, 1.5 s budgets, a 3 s quiet period.
+/// network of the registry through its fake ([`Env::with_every_network`]), 1.5 s budgets, a
+/// 3 s quiet period.
 pub async fn env(stores: Stores) -> Arc<Env> {
-    Arc::new(Env::with_five_targets(stores, &[QUIET]).await)
+    Arc::new(Env::with_every_network(stores, &[QUIET]).await)
 }
 
 /// One behaviour run over every network. Each [`Suite::step`] runs its check for every

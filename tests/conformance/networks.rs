@@ -13,7 +13,7 @@ use postonce::key::PostKey;
 use postonce::networks::Network;
 
 use crate::support::env::Env;
-use crate::support::{bluesky, linkedin, mastodon, tg_channel, x};
+use crate::support::{bluesky, linkedin, mastodon, tg_channel, threads, x};
 
 /// A hang long enough that the 1.5 s budget of every network in the environment gives up
 /// first, although the post was made.
@@ -102,6 +102,14 @@ pub trait ConformanceFake: Send + Sync {
     fn ambiguous(&self) -> Ambiguous {
         Ambiguous::Settles
     }
+
+    /// What the network makes for `key`'s draft before the create and then publishes
+    /// (Threads' containers), counted at the fake; `None` where it makes nothing such. A draft
+    /// of one attempt has exactly one: DESIGN.md, Threads' "never a second container while
+    /// the first could still publish".
+    fn staged(&self, _env: &Env, _key: &PostKey) -> Option<usize> {
+        None
+    }
 }
 
 /// A network of the list.
@@ -109,7 +117,7 @@ pub type Net = &'static dyn ConformanceFake;
 
 /// Every network the suite runs over. A new network: its fake in the environment, one line
 /// here.
-pub static NETWORKS: &[Net] = &[&LinkedIn, &X, &Channel, &Mastodon, &Bluesky];
+pub static NETWORKS: &[Net] = &[&LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &Threads];
 
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
@@ -431,5 +439,81 @@ impl ConformanceFake for Bluesky {
 
     fn names_reset(&self) -> bool {
         true
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Threads: the create is `threads_publish` of the container the intent keeps (the container
+/// is made before the intent, by the stage). The fake fetches the draft's image itself, from
+/// the environment's image host, which `POSTONCE_IMAGE_HOSTS` allows.
+pub struct Threads;
+
+#[async_trait]
+impl ConformanceFake for Threads {
+    fn network(&self) -> Network {
+        Network::Threads
+    }
+
+    fn set_create(&self, env: &Env, mode: Create) {
+        use threads::Mode;
+        let f = env.threads();
+        f.set_container_mode(Mode::Normal);
+        f.set_read_mode(Mode::Normal);
+        f.set_revoked(false);
+        match mode {
+            Create::Accept => f.set_publish_mode(Mode::Normal),
+            Create::LoseAnswer => f.set_publish_mode(Mode::AcceptThenHang(HANG)),
+            // HTTP 429 with Graph code 613; Meta names no time to come back.
+            Create::RateLimited { .. } => f.set_publish_mode(Mode::TooMany),
+            // Graph code 2, `is_transient`.
+            Create::ServerError => f.set_publish_mode(Mode::Status(500)),
+            // Every call answers code 190 (subcode 460: the session was invalidated).
+            Create::Revoked => f.set_revoked(true),
+        }
+    }
+
+    fn set_duplicate_check(&self, _env: &Env, _on: bool) {
+        // None to turn off: Threads has no duplicate check, so two containers made from one
+        // draft both publish (the fake keeps both posts). Only a container publishes at most
+        // once, and that is the network's idempotency primitive itself, as Bluesky's record
+        // key is.
+    }
+
+    async fn requests(&self, env: &Env) -> u64 {
+        env.threads().requests()
+    }
+
+    fn credentials(&self) -> &'static [&'static str] {
+        &["THREADS_ACCESS_TOKEN"]
+    }
+
+    fn shown_create(&self, env: &Env) -> String {
+        // The container, which carries the text (`threads_publish` carries only its id).
+        format!("POST {}/v1.0/me/threads", env.threads().uri())
+    }
+
+    fn limit(&self) -> usize {
+        threads::MAX_TEXT
+    }
+
+    fn too_long(&self) -> String {
+        // 501 when an emoji counts its UTF-8 bytes (Meta's words), 126 as characters: one over
+        // on the safe reading only.
+        format!("{}a", "😀".repeat(125))
+    }
+
+    fn names_reset(&self) -> bool {
+        false
+    }
+
+    fn staged(&self, env: &Env, key: &PostKey) -> Option<usize> {
+        let made = env
+            .threads()
+            .containers()
+            .into_iter()
+            .filter(|c| c.text.contains(key.slug()))
+            .count();
+        Some(made)
     }
 }

@@ -11,6 +11,26 @@ use super::harness::{assert_on_network, past_the_quiet_period, questions, record
 use super::networks::{Ambiguous, Create, Net};
 use crate::support::env::Env;
 
+/// `figures`, with what the network made for `key`'s draft before the create where it makes
+/// something ([`super::networks::ConformanceFake::staged`]).
+fn with_more(env: &Env, net: Net, key: &PostKey, figures: String) -> String {
+    match net.staged(env, key) {
+        Some(made) => format!("{figures}, containers {made}"),
+        None => figures,
+    }
+}
+
+/// Where the network makes something before the create (Threads' container), the one attempt
+/// of `key`'s draft made exactly one: never a second while the first could still publish.
+fn one_staged(env: &Env, net: Net, key: &PostKey, figures: &str) {
+    if let Some(made) = net.staged(env, key) {
+        assert_eq!(
+            made, 1,
+            "one container for the draft, never a second while the first could still publish: {figures}"
+        );
+    }
+}
+
 /// How many runs of one draft race.
 pub const RACERS: usize = 8;
 
@@ -50,9 +70,14 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
         *kinds.entry(t.outcome.as_str()).or_default() += 1;
     }
     let posts = net.posts_for(&env, &key);
-    let figures = format!(
-        "{RACERS} racing runs: {kinds:?}; creates {}, posts {posts}",
-        net.creates(&env) - creates
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "{RACERS} racing runs: {kinds:?}; creates {}, posts {posts}",
+            net.creates(&env) - creates
+        ),
     );
     assert_eq!(
         posts, 1,
@@ -63,6 +88,7 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
         Some(1),
         "exactly one run posted: {figures}"
     );
+    one_staged(&env, net, &key, &figures);
     assert!(record(&env, &key, n).await.is_some(), "recorded");
     let sent = net.requests(&env).await;
     let again = run(&env, &key, false, n).await;
@@ -119,14 +145,19 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
     past_the_quiet_period(&env).await;
     let settled = run(&env, &key, false, n).await;
     let asked = questions(&env, &key, n);
-    let figures = format!(
-        "lost answer → {:?}, after the quiet period {:?}; creates {} (+{} after the first), posts {}, questions {}",
-        first.outcome,
-        settled.outcome,
-        net.creates(&env),
-        net.creates(&env) - creates,
-        net.posts_for(&env, &key),
-        asked.len()
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "lost answer → {:?}, after the quiet period {:?}; creates {} (+{} after the first), posts {}, questions {}",
+            first.outcome,
+            settled.outcome,
+            net.creates(&env),
+            net.creates(&env) - creates,
+            net.posts_for(&env, &key),
+            asked.len()
+        ),
     );
     match net.ambiguous() {
         Ambiguous::Settles => {
@@ -150,6 +181,7 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
         }
     }
     assert_eq!(net.posts_for(&env, &key), 1, "exactly one post: {figures}");
+    one_staged(&env, net, &key, &figures);
     ((), figures)
 }
 
@@ -181,11 +213,16 @@ pub async fn after_the_sweep(env: Arc<Env>, net: Net, first: (PostKey, u64)) -> 
     let n = net.network();
     let (key, creates) = first;
     let again = run(&env, &key, false, n).await;
-    let figures = format!(
-        "after the sweep a run says {:?}; creates {}, posts {}",
-        again.outcome,
-        net.creates(&env),
-        net.posts_for(&env, &key)
+    let figures = with_more(
+        &env,
+        net,
+        &key,
+        format!(
+            "after the sweep a run says {:?}; creates {}, posts {}",
+            again.outcome,
+            net.creates(&env),
+            net.posts_for(&env, &key)
+        ),
     );
     match net.ambiguous() {
         Ambiguous::Settles => {
@@ -195,6 +232,7 @@ pub async fn after_the_sweep(env: Arc<Env>, net: Net, first: (PostKey, u64)) -> 
                 "the sweep posted it: {figures}"
             );
             assert_eq!(net.posts_for(&env, &key), 1, "exactly one post: {figures}");
+            one_staged(&env, net, &key, &figures);
             assert!(record(&env, &key, n).await.is_some());
         }
         Ambiguous::AsksTheOwner => {

@@ -220,7 +220,7 @@ pub async fn too_long(env: Arc<Env>, net: Net) -> ((), String) {
     assert!(snap.draft.is_none(), "a draft was stored: {:?}", snap.draft);
     assert!(snap.record.is_none(), "a record exists: {:?}", snap.record);
     let figures = format!(
-        "{} chars over a limit of {} → 400 and exit 2; requests at the fake: {sent_in_process} for the CI route, {sent_by_cli} from the CLI process ({} start-up reads)",
+        "{} chars, one over the limit of {} as the network counts → 400 and exit 2; requests at the fake: {sent_in_process} for the CI route, {sent_by_cli} from the CLI process ({} start-up reads)",
         long.chars().count(),
         net.limit(),
         net.startup_reads()

@@ -1,7 +1,10 @@
 //! A complete test environment: real Redis and DynamoDB Local (or the local store and
 //! in-process claims), the LinkedIn, Telegram and image host fakes, and an [`App`] wired to them
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
-//! and the Telegram channel fake, for drafts that go to several networks (DESIGN.md "Targets").
+//! and the Telegram channel fake, for drafts that go to several networks (DESIGN.md "Targets");
+//! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
+//! and [`Env::with_every_network`] every network of the registry. Which fakes start and the
+//! variables that point each network at its fake are written once, in `build_env`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,22 +36,21 @@ pub const OWNER: i64 = 4242;
 pub const CHAT: i64 = 777;
 /// The channel [`Env::with_targets`] posts to: `TELEGRAM_CHANNEL_ID=@postonce_chan`.
 pub const CHANNEL: &str = "postonce_chan";
-/// The targets [`Env::with_targets`] sets as `POSTONCE_TARGETS`.
-pub const TARGETS: &str = "linkedin,x,telegram";
-/// The targets [`Env::with_five_targets`] sets as `POSTONCE_TARGETS`.
-pub const FIVE_TARGETS: &str = "linkedin,x,telegram,mastodon,bluesky";
-
-/// Which network fakes an environment starts besides LinkedIn and the owner's chat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fakes {
-    LinkedinOnly,
-    /// X and the Telegram channel ([`Env::with_targets`]).
-    Three,
-    /// X, the channel, Mastodon and Bluesky ([`Env::with_five_targets`]).
-    Five,
-    /// Threads ([`Env::with_threads`]).
-    Threads,
-}
+/// The networks whose fakes an environment starts besides LinkedIn (always there, with the
+/// owner's chat and the image host); `POSTONCE_TARGETS` is LinkedIn and these, in the
+/// registry's order.
+const LINKEDIN_ONLY: &[Network] = &[];
+/// [`Env::with_targets`].
+const THREE: &[Network] = &[Network::X, Network::Telegram];
+/// [`Env::with_five_targets`].
+const FIVE: &[Network] = &[
+    Network::X,
+    Network::Telegram,
+    Network::Mastodon,
+    Network::Bluesky,
+];
+/// [`Env::with_threads`].
+const THREADS: &[Network] = &[Network::Threads];
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +69,15 @@ pub struct Env {
     pub linkedin: LinkedInFake,
     pub images: ImageHost,
     pub telegram: TelegramFake,
-    /// The X fake ([`Env::with_targets`] only).
+    /// The X fake ([`Env::with_targets`], [`Env::with_five_targets`], [`Env::with_every_network`]).
     pub x: Option<XFake>,
-    /// The Telegram channel fake, on the Telegram fake's server ([`Env::with_targets`] only).
+    /// The Telegram channel fake, on the Telegram fake's server (as the X fake).
     pub channel: Option<TgChannelFake>,
-    /// The Mastodon fake ([`Env::with_five_targets`] only).
+    /// The Mastodon fake ([`Env::with_five_targets`], [`Env::with_every_network`]).
     pub mastodon: Option<MastodonFake>,
-    /// The Bluesky PDS fake ([`Env::with_five_targets`] only).
+    /// The Bluesky PDS fake (as the Mastodon fake).
     pub bluesky: Option<BlueskyFake>,
-    /// The Threads fake ([`Env::with_threads`] only).
+    /// The Threads fake ([`Env::with_threads`], [`Env::with_every_network`]).
     pub threads: Option<ThreadsFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
@@ -83,87 +85,6 @@ pub struct Env {
 }
 
 impl Env {
-    /// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
-    /// text and the channel's caption all carry the key's slug.
-    pub fn posts_on(&self, key: &PostKey, network: Network) -> Vec<String> {
-        let slug = key.slug();
-        match network {
-            Network::Linkedin => self
-                .linkedin
-                .posts_containing(slug)
-                .into_iter()
-                .map(|p| p.urn)
-                .collect(),
-            Network::X => self
-                .x()
-                .posts()
-                .into_iter()
-                .filter(|p| p.text.contains(slug))
-                .map(|p| p.id)
-                .collect(),
-            Network::Telegram => self
-                .channel()
-                .messages()
-                .into_iter()
-                .filter(|m| m.caption.contains(slug))
-                .map(|m| m.message_id.to_string())
-                .collect(),
-            Network::Mastodon => self
-                .mastodon()
-                .statuses()
-                .into_iter()
-                .filter(|s| s.text.contains(slug))
-                .map(|s| s.id)
-                .collect(),
-            Network::Bluesky => self
-                .bluesky()
-                .records()
-                .into_iter()
-                .filter(|r| {
-                    r.value
-                        .get("text")
-                        .and_then(|t| t.as_str())
-                        .is_some_and(|t| t.contains(slug))
-                })
-                .map(|r| r.uri)
-                .collect(),
-            Network::Threads => self
-                .threads()
-                .posts()
-                .into_iter()
-                .filter(|p| p.text.contains(slug))
-                .map(|p| p.id)
-                .collect(),
-        }
-    }
-
-    /// (create requests, posts) at `network`'s fake, over the whole test.
-    pub fn fake_totals(&self, network: Network) -> (u64, usize) {
-        match network {
-            Network::Linkedin => (
-                self.linkedin.create_requests(),
-                self.linkedin.posts_created(),
-            ),
-            Network::X => (self.x().create_requests(), self.x().posts_created()),
-            Network::Telegram => (
-                self.channel().send_photo_requests(),
-                self.channel().messages_posted(),
-            ),
-            Network::Mastodon => (
-                self.mastodon().create_requests(),
-                self.mastodon().statuses_created(),
-            ),
-            Network::Bluesky => (
-                self.bluesky().put_requests(),
-                usize::try_from(self.bluesky().posts_created()).unwrap_or(usize::MAX),
-            ),
-            Network::Threads => (
-                self.threads().publish_requests(),
-                self.threads().posts_created(),
-            ),
-        }
-    }
-
     pub async fn start() -> Self {
         Self::with(Stores::Real, &[]).await
     }
@@ -174,7 +95,7 @@ impl Env {
 
     /// An environment with `overrides` applied to the variables (an empty value removes one).
     pub async fn with(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, Fakes::LinkedinOnly).await
+        Self::build_env(stores, overrides, LINKEDIN_ONLY).await
     }
 
     /// An environment whose drafts go to three targets (`POSTONCE_TARGETS=linkedin,x,telegram`):
@@ -184,7 +105,7 @@ impl Env {
     /// at the same `TELEGRAM_API_URL` and for the same bot token as the owner's reports.
     /// `overrides` are applied last (an empty value removes a variable).
     pub async fn with_targets(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, Fakes::Three).await
+        Self::build_env(stores, overrides, THREE).await
     }
 
     /// [`Env::with_targets`] plus Mastodon and Bluesky, all five as `POSTONCE_TARGETS`
@@ -194,7 +115,7 @@ impl Env {
     /// (`POSTONCE_MASTODON_TIMEOUT_MS`, `POSTONCE_BLUESKY_TIMEOUT_MS`) are 1.5 s like the
     /// others'. `overrides` are applied last (an empty value removes a variable).
     pub async fn with_five_targets(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, Fakes::Five).await
+        Self::build_env(stores, overrides, FIVE).await
     }
 
     /// LinkedIn and Threads (`POSTONCE_TARGETS=linkedin,threads`): the Threads fake through
@@ -203,36 +124,53 @@ impl Env {
     /// draft's image from the image host itself, as Threads does. `overrides` are applied last
     /// (an empty value removes a variable).
     pub async fn with_threads(stores: Stores, overrides: &[(&str, &str)]) -> Self {
-        Self::build_env(stores, overrides, Fakes::Threads).await
+        Self::build_env(stores, overrides, THREADS).await
     }
 
-    async fn build_env(stores: Stores, overrides: &[(&str, &str)], fakes: Fakes) -> Self {
+    /// Every network of the registry, each through its fake as [`Env::with_five_targets`]
+    /// and [`Env::with_threads`] wire them, all six as `POSTONCE_TARGETS`
+    /// (`linkedin,x,telegram,mastodon,bluesky,threads`). `overrides` are applied last (an
+    /// empty value removes a variable).
+    pub async fn with_every_network(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, &Network::ALL).await
+    }
+
+    async fn build_env(stores: Stores, overrides: &[(&str, &str)], fakes: &[Network]) -> Self {
         capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;
         let images = ImageHost::start().await;
         let telegram = TelegramFake::start(TG_TOKEN).await;
-        let targets = matches!(fakes, Fakes::Three | Fakes::Five);
-        let threads = if fakes == Fakes::Threads {
+        let on = |n: Network| fakes.contains(&n);
+        let x = if on(Network::X) {
+            Some(XFake::start().await)
+        } else {
+            None
+        };
+        let channel = if on(Network::Telegram) {
+            Some(TgChannelFake::mount_on(telegram.server(), TG_TOKEN, CHANNEL).await)
+        } else {
+            None
+        };
+        let mastodon = if on(Network::Mastodon) {
+            Some(MastodonFake::start().await)
+        } else {
+            None
+        };
+        let bluesky = if on(Network::Bluesky) {
+            Some(BlueskyFake::start().await)
+        } else {
+            None
+        };
+        let threads = if on(Network::Threads) {
             Some(ThreadsFake::start().await)
         } else {
             None
         };
-        let (mastodon, bluesky) = if fakes == Fakes::Five {
-            (
-                Some(MastodonFake::start().await),
-                Some(BlueskyFake::start().await),
-            )
-        } else {
-            (None, None)
-        };
-        let (x, channel) = if targets {
-            (
-                Some(XFake::start().await),
-                Some(TgChannelFake::mount_on(telegram.server(), TG_TOKEN, CHANNEL).await),
-            )
-        } else {
-            (None, None)
-        };
+        let targets: Vec<&str> = Network::ALL
+            .into_iter()
+            .filter(|&n| n == Network::Linkedin || on(n))
+            .map(Network::as_str)
+            .collect();
         let mut vars: HashMap<String, String> = [
             ("LINKEDIN_ACCESS_TOKEN", LI_TOKEN.to_owned()),
             ("LINKEDIN_AUTHOR", "urn:li:person:tester1".to_owned()),
@@ -257,46 +195,52 @@ impl Env {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        if !fakes.is_empty() {
+            vars.insert("POSTONCE_TARGETS".into(), targets.join(","));
+        }
+        // Each network's own variables, pointing at its fake (budgets 1.5 s like LinkedIn's).
+        let mut set = |pairs: &[(&str, String)]| {
+            for (k, v) in pairs {
+                vars.insert((*k).to_owned(), v.clone());
+            }
+        };
         if let Some(x) = &x {
             use super::x::{ACCESS_TOKEN, ACCESS_TOKEN_SECRET, CONSUMER_KEY, CONSUMER_SECRET};
-            for (k, v) in [
-                ("POSTONCE_TARGETS", TARGETS.to_owned()),
+            set(&[
                 ("X_API_KEY", CONSUMER_KEY.to_owned()),
                 ("X_API_SECRET", CONSUMER_SECRET.to_owned()),
                 ("X_ACCESS_TOKEN", ACCESS_TOKEN.to_owned()),
                 ("X_ACCESS_TOKEN_SECRET", ACCESS_TOKEN_SECRET.to_owned()),
                 ("X_API_URL", x.uri()),
-                ("TELEGRAM_CHANNEL_ID", format!("@{CHANNEL}")),
-            ] {
-                vars.insert(k.to_owned(), v);
-            }
+            ]);
         }
-        if let (Some(m), Some(b)) = (&mastodon, &bluesky) {
-            for (k, v) in [
-                ("POSTONCE_TARGETS", FIVE_TARGETS.to_owned()),
+        if channel.is_some() {
+            set(&[("TELEGRAM_CHANNEL_ID", format!("@{CHANNEL}"))]);
+        }
+        if let Some(m) = &mastodon {
+            set(&[
                 ("MASTODON_URL", m.uri()),
                 ("MASTODON_ACCESS_TOKEN", super::mastodon::TOKEN.to_owned()),
+                ("POSTONCE_MASTODON_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
+        if let Some(b) = &bluesky {
+            set(&[
                 ("BLUESKY_PDS_URL", b.uri()),
                 ("BLUESKY_IDENTIFIER", super::bluesky::HANDLE.to_owned()),
                 (
                     "BLUESKY_APP_PASSWORD",
                     super::bluesky::APP_PASSWORD.to_owned(),
                 ),
-                ("POSTONCE_MASTODON_TIMEOUT_MS", "1500".to_owned()),
                 ("POSTONCE_BLUESKY_TIMEOUT_MS", "1500".to_owned()),
-            ] {
-                vars.insert(k.to_owned(), v);
-            }
+            ]);
         }
         if let Some(t) = &threads {
-            for (k, v) in [
-                ("POSTONCE_TARGETS", "linkedin,threads".to_owned()),
+            set(&[
                 ("THREADS_API_URL", t.uri()),
                 ("THREADS_ACCESS_TOKEN", super::threads::TOKEN.to_owned()),
                 ("POSTONCE_THREADS_TIMEOUT_MS", "1500".to_owned()),
-            ] {
-                vars.insert(k.to_owned(), v);
-            }
+            ]);
         }
         let mut redis = None;
         let mut postgres = None;

@@ -5,6 +5,7 @@
 pub mod bluesky;
 pub mod chaos;
 pub mod env;
+pub mod fake_counts;
 pub mod images;
 pub mod linkedin;
 pub mod mastodon;

@@ -730,7 +730,12 @@ impl ThreadsFake {
 
     /// The owner revoked the token (or it expired): every call answers code 190.
     pub fn revoke(&self) {
-        self.with(|s| s.revoked = true);
+        self.set_revoked(true);
+    }
+
+    /// Revoked (as [`ThreadsFake::revoke`]) or not: `false` gives the token back its rights.
+    pub fn set_revoked(&self, on: bool) {
+        self.with(|s| s.revoked = on);
     }
 
     pub fn set_container_mode(&self, m: Mode) {

@@ -1,0 +1,90 @@
+//! What each network's fake saw, by network: the posts of one draft and the totals, for tests
+//! that count over several networks (the conformance suite, the chaos and fault tests).
+
+use postonce::key::PostKey;
+use postonce::networks::Network;
+
+use super::env::Env;
+
+impl Env {
+    /// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
+    /// text and the channel's caption all carry the key's slug.
+    pub fn posts_on(&self, key: &PostKey, network: Network) -> Vec<String> {
+        let slug = key.slug();
+        match network {
+            Network::Linkedin => self
+                .linkedin
+                .posts_containing(slug)
+                .into_iter()
+                .map(|p| p.urn)
+                .collect(),
+            Network::X => self
+                .x()
+                .posts()
+                .into_iter()
+                .filter(|p| p.text.contains(slug))
+                .map(|p| p.id)
+                .collect(),
+            Network::Telegram => self
+                .channel()
+                .messages()
+                .into_iter()
+                .filter(|m| m.caption.contains(slug))
+                .map(|m| m.message_id.to_string())
+                .collect(),
+            Network::Mastodon => self
+                .mastodon()
+                .statuses()
+                .into_iter()
+                .filter(|s| s.text.contains(slug))
+                .map(|s| s.id)
+                .collect(),
+            Network::Bluesky => self
+                .bluesky()
+                .records()
+                .into_iter()
+                .filter(|r| {
+                    r.value
+                        .get("text")
+                        .and_then(|t| t.as_str())
+                        .is_some_and(|t| t.contains(slug))
+                })
+                .map(|r| r.uri)
+                .collect(),
+            Network::Threads => self
+                .threads()
+                .posts()
+                .into_iter()
+                .filter(|p| p.text.contains(slug))
+                .map(|p| p.id)
+                .collect(),
+        }
+    }
+
+    /// (create requests, posts) at `network`'s fake, over the whole test.
+    pub fn fake_totals(&self, network: Network) -> (u64, usize) {
+        match network {
+            Network::Linkedin => (
+                self.linkedin.create_requests(),
+                self.linkedin.posts_created(),
+            ),
+            Network::X => (self.x().create_requests(), self.x().posts_created()),
+            Network::Telegram => (
+                self.channel().send_photo_requests(),
+                self.channel().messages_posted(),
+            ),
+            Network::Mastodon => (
+                self.mastodon().create_requests(),
+                self.mastodon().statuses_created(),
+            ),
+            Network::Bluesky => (
+                self.bluesky().put_requests(),
+                usize::try_from(self.bluesky().posts_created()).unwrap_or(usize::MAX),
+            ),
+            Network::Threads => (
+                self.threads().publish_requests(),
+                self.threads().posts_created(),
+            ),
+        }
+    }
+}
