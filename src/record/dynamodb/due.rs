@@ -8,6 +8,7 @@ use super::items::{draft_from_item, get_n, n, s, Item};
 use super::{sdk_err, DynamoStore, DUE_INDEX};
 use crate::record::{pace_name, Draft, DraftStatus, Slot, StoreError};
 
+/// [`RecordStore::due_drafts`](crate::record::RecordStore::due_drafts): one query of the due index per status, page by page.
 pub(super) async fn due_drafts(
     store: &DynamoStore,
     statuses: &[DraftStatus],
@@ -52,6 +53,7 @@ pub(super) async fn due_drafts(
     Ok(drafts)
 }
 
+/// [`RecordStore::take_slot`](crate::record::RecordStore::take_slot): one conditional `UpdateItem` of the network's pace item.
 pub(super) async fn take_slot(
     store: &DynamoStore,
     network: &str,

@@ -4,7 +4,7 @@
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
     GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus,
+    ScalarAttributeType, TableDescription, TimeToLiveSpecification, TimeToLiveStatus,
 };
 
 use super::items::{draft_from_item, n, s, Item};
@@ -44,15 +44,25 @@ fn due_index_attributes() -> Result<Vec<AttributeDefinition>, StoreError> {
     .collect()
 }
 
+/// The due index's projection: whole items, so a sweep reads each due draft from the index.
+fn all_attributes() -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::All)
+        .build()
+}
+
+/// Whether the table `desc` describes has the due index.
+fn has_due_index(desc: &TableDescription) -> bool {
+    desc.global_secondary_indexes()
+        .iter()
+        .any(|i| i.index_name() == Some(DUE_INDEX))
+}
+
 fn due_index() -> Result<GlobalSecondaryIndex, StoreError> {
     GlobalSecondaryIndex::builder()
         .index_name(DUE_INDEX)
         .set_key_schema(Some(due_index_keys()?))
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::All)
-                .build(),
-        )
+        .projection(all_attributes())
         .build()
         .map_err(|e| sdk_err("due index", e))
 }
@@ -120,36 +130,28 @@ impl DynamoStore {
         Ok(said)
     }
 
-    /// Whether the table has the due index.
-    async fn has_due_index(&self) -> Result<bool, StoreError> {
-        let table = self
+    /// The table's description, as `DescribeTable` answers it.
+    async fn describe(&self) -> Result<Option<TableDescription>, StoreError> {
+        let out = self
             .client
             .describe_table()
             .table_name(&self.table)
             .send()
             .await
             .map_err(|e| sdk_err(&format!("DescribeTable {}", self.table), e))?;
-        Ok(table.table().is_some_and(|t| {
-            t.global_secondary_indexes()
-                .iter()
-                .any(|i| i.index_name() == Some(DUE_INDEX))
-        }))
+        Ok(out.table)
     }
 
     /// Adds the due index to a table an older version created, and indexes the open drafts
     /// that table already holds (one scan, once), so the sweeper still finds them.
     async fn ensure_due_index(&self) -> Result<String, StoreError> {
-        if self.has_due_index().await? {
+        if self.describe().await?.is_some_and(|t| has_due_index(&t)) {
             return Ok("; due index present".into());
         }
         let index = CreateGlobalSecondaryIndexAction::builder()
             .index_name(DUE_INDEX)
             .set_key_schema(Some(due_index_keys()?))
-            .projection(
-                Projection::builder()
-                    .projection_type(ProjectionType::All)
-                    .build(),
-            )
+            .projection(all_attributes())
             .build()
             .map_err(|e| sdk_err("UpdateTable", e))?;
         self.client
@@ -208,16 +210,11 @@ impl DynamoStore {
     }
 }
 
+/// [`RecordStore::check`](crate::record::RecordStore::check): the key, the due index and TTL, as `doctor` reports them.
 pub(super) async fn check(store: &DynamoStore) -> Result<String, StoreError> {
-    let table = store
-        .client
-        .describe_table()
-        .table_name(&store.table)
-        .send()
-        .await
-        .map_err(|e| sdk_err(&format!("DescribeTable {}", store.table), e))?;
-    let desc = table
-        .table()
+    let desc = store
+        .describe()
+        .await?
         .ok_or_else(|| StoreError("DescribeTable answered no table".into()))?;
     let key_ok = desc.key_schema().len() == 1
         && desc.key_schema()[0].attribute_name() == "pk"
@@ -232,11 +229,7 @@ pub(super) async fn check(store: &DynamoStore) -> Result<String, StoreError> {
             store.table
         )));
     }
-    if !desc
-        .global_secondary_indexes()
-        .iter()
-        .any(|i| i.index_name() == Some(DUE_INDEX))
-    {
+    if !has_due_index(&desc) {
         return Err(StoreError(format!(
             "table {} has no index {DUE_INDEX} (queue S, due_at N), which the sweeper reads: run postonce table create against it, or deploy the template, to add it",
             store.table

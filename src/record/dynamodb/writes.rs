@@ -2,6 +2,9 @@
 //! `TransactWriteItems`), a draft change, and an intent with its checks. A failed condition is
 //! an answer (the record that exists, the caption's owner, a refusal), never an error.
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
@@ -20,7 +23,43 @@ use crate::record::{
 /// a dry run's record (only an older version could write one there), whose URN carries the
 /// mark (LinkedIn's) or starts with it (the other networks'); see
 /// [`crate::networks::is_dry_run_urn`]. Uses `#urn`, `:dry` and `:dryid`.
-pub(super) const DRY_RECORD: &str = "contains(#urn, :dry) OR begins_with(#urn, :dryid)";
+const DRY_RECORD: &str = "contains(#urn, :dry) OR begins_with(#urn, :dryid)";
+
+/// The condition of a record's write (or check) in namespace `ns`, with the names and values it
+/// uses: no record is there or, in the real namespace, only a dry run's ([`DRY_RECORD`]), which
+/// proves nothing was posted.
+fn no_record(ns: &str) -> (String, Option<HashMap<String, String>>, Option<Item>) {
+    if !ns.is_empty() {
+        return ("attribute_not_exists(pk)".into(), None, None);
+    }
+    (
+        format!("attribute_not_exists(pk) OR {DRY_RECORD}"),
+        Some(HashMap::from([("#urn".into(), "urn".into())])),
+        Some(HashMap::from([
+            (":dry".into(), s(crate::networks::show::MARK)),
+            (":dryid".into(), s("dryrun-")),
+        ])),
+    )
+}
+
+impl DynamoStore {
+    /// An `UpdateItem` of `key`'s draft by `e`, applied only under `condition`.
+    fn update_draft_item(
+        &self,
+        key: &PostKey,
+        e: Expr,
+        condition: String,
+    ) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.key(draft_name(key))))
+            .update_expression(e.expression())
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
+    }
+}
 
 /// The `ConditionalCheckFailed` reasons of a transaction cancelled by its conditions, in the
 /// order of its items: `Some(item)` for each item whose condition failed (with the item, when
@@ -52,6 +91,8 @@ fn failed_checks(
     }
 }
 
+/// [`RecordStore::save_draft`]: one conditional `UpdateItem`, which leaves a posted draft alone
+/// and returns it.
 pub(super) async fn save_draft(
     store: &DynamoStore,
     key: &PostKey,
@@ -90,14 +131,7 @@ pub(super) async fn save_draft(
         ));
     }
     let result = store
-        .client
-        .update_item()
-        .table_name(&store.table)
-        .set_key(Some(store.key(draft_name(key))))
-        .update_expression(e.expression())
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(e.names))
-        .set_expression_attribute_values(Some(e.values))
+        .update_draft_item(key, e, condition)
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
@@ -122,26 +156,23 @@ pub(super) async fn save_draft(
     }
 }
 
+/// [`RecordStore::put_posted`]: the record (if absent), the draft's mark and the caption index
+/// in one transaction; a record already there is returned.
 pub(super) async fn put_posted(
     store: &DynamoStore,
     record: &PostedRecord,
     now: i64,
     draft_expires_at: i64,
 ) -> Result<PutPosted, StoreError> {
-    let mut put = Put::builder()
+    // A dry run's record in the real namespace (only an older version could write one) proves
+    // nothing was posted: a real record may replace it.
+    let (condition, names, values) = no_record(store.ns);
+    let put = Put::builder()
         .table_name(&store.table)
-        .set_item(Some(record_to_item(store.ns, record)));
-    put = if store.ns.is_empty() {
-        // A dry run's record in the real namespace (only an older version could write one)
-        // proves nothing was posted: a real record may replace it.
-        put.condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
-            .expression_attribute_names("#urn", "urn")
-            .expression_attribute_values(":dry", s(crate::networks::show::MARK))
-            .expression_attribute_values(":dryid", s("dryrun-"))
-    } else {
-        put.condition_expression("attribute_not_exists(pk)")
-    };
-    let put = put
+        .set_item(Some(record_to_item(store.ns, record)))
+        .condition_expression(condition)
+        .set_expression_attribute_names(names)
+        .set_expression_attribute_values(values)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .map_err(|e| sdk_err("TransactWriteItems", e))?;
@@ -190,6 +221,7 @@ pub(super) async fn put_posted(
     }
 }
 
+/// [`RecordStore::update_draft`]: one `UpdateItem` under the update's condition.
 pub(super) async fn update_draft(
     store: &DynamoStore,
     key: &PostKey,
@@ -199,17 +231,7 @@ pub(super) async fn update_draft(
 ) -> Result<bool, StoreError> {
     let mut e = draft_update(store.ns, update, now);
     let condition = e.applies(update, from);
-    let result = store
-        .client
-        .update_item()
-        .table_name(&store.table)
-        .set_key(Some(store.key(draft_name(key))))
-        .update_expression(e.expression())
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(e.names))
-        .set_expression_attribute_values(Some(e.values))
-        .send()
-        .await;
+    let result = store.update_draft_item(key, e, condition).send().await;
     match result {
         Ok(_) => Ok(true),
         Err(err)
@@ -223,6 +245,8 @@ pub(super) async fn update_draft(
     }
 }
 
+/// [`RecordStore::take_intent`]: the draft's change with its checks (no record, the caption
+/// not another key's) in one transaction.
 pub(super) async fn take_intent(
     store: &DynamoStore,
     key: &PostKey,
@@ -243,19 +267,14 @@ pub(super) async fn take_intent(
         .set_expression_attribute_values(Some(e.values))
         .build()
         .map_err(tx)?;
-    let mut no_record = ConditionCheck::builder()
+    let (condition, names, values) = no_record(store.ns);
+    let no_record = ConditionCheck::builder()
         .table_name(&store.table)
         .set_key(Some(store.key(record_name(key))))
+        .condition_expression(condition)
+        .set_expression_attribute_names(names)
+        .set_expression_attribute_values(values)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-    no_record = if store.ns.is_empty() {
-        no_record
-            .condition_expression(format!("attribute_not_exists(pk) OR {DRY_RECORD}"))
-            .expression_attribute_names("#urn", "urn")
-            .expression_attribute_values(":dry", s(crate::networks::show::MARK))
-            .expression_attribute_values(":dryid", s("dryrun-"))
-    } else {
-        no_record.condition_expression("attribute_not_exists(pk)")
-    };
     let mut request = store
         .client
         .transact_write_items()

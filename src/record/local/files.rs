@@ -45,13 +45,18 @@ pub(crate) fn ensure_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// A new temporary file in `tmp_dir` holding `bytes`, fsynced.
-pub(super) fn durable_temp(tmp_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let path = tmp_dir.join(format!(
+/// A fresh name for a temporary file in `tmp_dir`.
+fn temp_path(tmp_dir: &Path) -> PathBuf {
+    tmp_dir.join(format!(
         "{}-{:016x}.{TMP_EXT}",
         std::process::id(),
         rand::random::<u64>()
-    ));
+    ))
+}
+
+/// A new temporary file in `tmp_dir` holding `bytes`, fsynced.
+pub(super) fn durable_temp(tmp_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let path = temp_path(tmp_dir);
     let written = (|| {
         let mut f = File::create(&path)?;
         f.write_all(bytes)?;
@@ -82,19 +87,24 @@ pub(super) fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
     StoreError(format!("{what} {}: {e}", path.display()))
 }
 
+/// Opens (creating it if absent, never truncating it) the file a folder's lock is taken on: a
+/// fresh open each time, since such locks belong to the open file description.
+pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
 /// A held lock on the folder; dropping it closes the file and releases the lock.
 pub(super) struct Lock(#[allow(dead_code)] File);
 
 impl Folder {
     pub(super) fn lock(&self, exclusive: bool) -> Result<Lock, StoreError> {
         let path = self.dir.join("lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io("cannot open", &path, e))?;
+        let file = open_lock_file(&path).map_err(|e| io("cannot open", &path, e))?;
         let locked = if exclusive {
             file.lock()
         } else {
@@ -142,11 +152,7 @@ impl Folder {
     pub(super) fn save_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
         let path = self.secret_path(name)?;
         let _lock = self.lock(true)?;
-        let tmp = self.dir.join("tmp").join(format!(
-            "{}-{:016x}.{TMP_EXT}",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
+        let tmp = temp_path(&self.dir.join("tmp"));
         let written = (|| {
             let mut options = OpenOptions::new();
             options.write(true).create_new(true);

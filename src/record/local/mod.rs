@@ -36,7 +36,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use self::files::io;
-pub(crate) use self::files::{ensure_dir, replace_durably, sync_dir, TMP_EXT};
+pub(crate) use self::files::{ensure_dir, open_lock_file, replace_durably, sync_dir, TMP_EXT};
 use super::{
     Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
     Slot, Snapshot, StoreError,
