@@ -17,7 +17,7 @@
 //! Expiry follows the wall clock, so setting the clock back lengthens claims (fail closed) and
 //! setting it forward shortens them, as with a Redis server whose clock jumps.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
-use crate::record::local::{ensure_dir, replace_durably, sync_dir};
+use crate::record::local::{ensure_dir, open_lock_file, replace_durably, sync_dir};
 
 /// Claim file extension. An encoded name never contains `.`, so `<encoded>.claim` and
 /// `<sha256>.long.claim` can never be taken for one another.
@@ -200,13 +200,7 @@ impl Inner {
         f: impl FnOnce(&Locked<'_>) -> Result<T, ClaimError>,
     ) -> Result<T, ClaimError> {
         let path = self.dir.join("lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| err("cannot open", &path, &e))?;
+        let file = open_lock_file(&path).map_err(|e| err("cannot open", &path, &e))?;
         file.lock().map_err(|e| err("cannot lock", &path, &e))?;
         let locked = Locked {
             dir: &self.dir,
