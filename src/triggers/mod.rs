@@ -19,8 +19,8 @@ use crate::app::App;
 use crate::budget::Deadline;
 use crate::image::OriginPolicy;
 use crate::key::PostKey;
-use crate::networks::INPUT_MAX_CHARS as MAX_CHARS;
 use crate::networks::Network;
+use crate::networks::INPUT_MAX_CHARS as MAX_CHARS;
 use crate::outcome::Outcome;
 use crate::record::DraftContent;
 
