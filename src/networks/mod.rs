@@ -170,6 +170,35 @@ impl Shared {
     pub fn work_time(&self) -> Duration {
         self.function_timeout - (self.function_timeout / 4).min(Duration::from_secs(15))
     }
+
+    /// Checks the budget of a network whose calls wait inside it (for an image's processing,
+    /// for a container): at least `least` (`holds`: what it must hold), at most the run's
+    /// time for work.
+    ///
+    /// # Errors
+    /// `var`, naming both bounds.
+    pub fn check_waiting_budget(
+        &self,
+        var: &'static str,
+        budget: Duration,
+        least: Duration,
+        holds: &str,
+    ) -> Result<(), ConfigError> {
+        let work = self.work_time();
+        if budget < least || budget > work {
+            return Err(crate::vars::bad(
+                var,
+                format!(
+                    "{}ms must be from {}ms ({holds}) to {}ms (the run's time for work: POSTONCE_FUNCTION_TIMEOUT_S {}s less its reserve for recording and reporting)",
+                    budget.as_millis(),
+                    least.as_millis(),
+                    work.as_millis(),
+                    self.function_timeout.as_secs()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What an adapter may need when it is built (once per process).

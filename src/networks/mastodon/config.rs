@@ -48,19 +48,12 @@ fn load(vars: Vars<'_>, shared: &Shared) -> Result<Arc<dyn NetworkConfig>, Confi
     // The upload waits for the image's processing inside the budget (a later try resumes the
     // wait): the budget must hold an upload and a poll, and fit the time a run has for work.
     if config.is_real() {
-        let work = shared.work_time();
-        if config.budget < MIN_BUDGET || config.budget > work {
-            return Err(bad(
-                "POSTONCE_MASTODON_TIMEOUT_MS",
-                format!(
-                    "{}ms must be from {}ms (an upload and one poll of the image's processing) to {}ms (the run's time for work: POSTONCE_FUNCTION_TIMEOUT_S {}s less its reserve for recording and reporting)",
-                    config.budget.as_millis(),
-                    MIN_BUDGET.as_millis(),
-                    work.as_millis(),
-                    shared.function_timeout.as_secs()
-                ),
-            ));
-        }
+        shared.check_waiting_budget(
+            "POSTONCE_MASTODON_TIMEOUT_MS",
+            config.budget,
+            MIN_BUDGET,
+            "an upload and one poll of the image's processing",
+        )?;
     }
     Ok(Arc::new(config))
 }

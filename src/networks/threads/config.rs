@@ -56,19 +56,12 @@ fn load(vars: Vars<'_>, shared: &Shared) -> Result<Arc<dyn NetworkConfig>, Confi
     // The waits for the container's processing fit inside the budget: it must hold a request
     // and a poll, and fit the time a run has for work.
     if config.is_real() {
-        let work = shared.work_time();
-        if config.budget < MIN_BUDGET || config.budget > work {
-            return Err(bad(
-                "POSTONCE_THREADS_TIMEOUT_MS",
-                format!(
-                    "{}ms must be from {}ms (a request and one poll of the container's status) to {}ms (the run's time for work: POSTONCE_FUNCTION_TIMEOUT_S {}s less its reserve for recording and reporting)",
-                    config.budget.as_millis(),
-                    MIN_BUDGET.as_millis(),
-                    work.as_millis(),
-                    shared.function_timeout.as_secs()
-                ),
-            ));
-        }
+        shared.check_waiting_budget(
+            "POSTONCE_THREADS_TIMEOUT_MS",
+            config.budget,
+            MIN_BUDGET,
+            "a request and one poll of the container's status",
+        )?;
     }
     Ok(Arc::new(config))
 }
