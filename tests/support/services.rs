@@ -14,6 +14,25 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
+/// A free port below the kernel's ephemeral range, for a server a test kills and restarts on
+/// the same port: a port from the ephemeral range can be handed to any other socket of the
+/// suite (a fake, a client's connection) while the server is down, and the restart then
+/// cannot bind it.
+pub fn restartable_port() -> u16 {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let floor = 10_000u16.min(low.saturating_sub(1000));
+    for _ in 0..1000 {
+        let port = floor + rand::random::<u16>() % (low - floor);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    free_port()
+}
+
 /// A short random lowercase suffix for table names and slugs.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}{:08x}", rand::random::<u32>())
@@ -323,7 +342,7 @@ impl PostgresServer {
             String::from_utf8_lossy(&out.stderr)
         );
         let mut s = Self {
-            port: free_port(),
+            port: restartable_port(),
             dir,
             child: None,
             extra: Vec::new(),
@@ -358,23 +377,46 @@ impl PostgresServer {
             ])
             .args(self.extra.iter().flat_map(|o| ["-c".to_owned(), o.clone()]))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(self.log_file())
             .spawn()
             .unwrap_or_else(|e| {
                 panic!("PostgreSQL could not be started ({e}): apt-get install -y postgresql")
             });
         self.child = Some(child);
         let begun = Instant::now();
-        while begun.elapsed() < Duration::from_secs(30) {
+        while begun.elapsed() < Duration::from_secs(60) {
             if self.ready() {
                 return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!(
+                    "PostgreSQL on port {} exited ({status}) before accepting connections: {}",
+                    self.port,
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!(
-            "PostgreSQL on port {} did not accept connections within 30 s",
-            self.port
+            "PostgreSQL on port {} did not accept connections within 60 s: {}",
+            self.port,
+            self.log_tail()
         );
+    }
+
+    /// The server's own log (appended across restarts), for a start that fails.
+    fn log_file(&self) -> Stdio {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("postgres.log"))
+            .map_or_else(|_| Stdio::null(), Stdio::from)
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(12)..].join("\n")
     }
 
     fn ready(&self) -> bool {
