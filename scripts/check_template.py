@@ -4,7 +4,7 @@
 Usage: python3 scripts/check_template.py [--template FILE] [SOURCE.rs ...]
 
 SOURCE files are the Rust files that name the configuration variables; by default
-src/config.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables) and the config.rs
+src/config/mod.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables) and the config.rs
 of every network the registry in src/networks/mod.rs lists (its variables and <NAME>_PARAM
 names). The allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in
 them.
@@ -161,12 +161,14 @@ STORE_CALLS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", default=os.path.join(ROOT, "infra", "template.yaml"))
-    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config.rs, src/secrets.rs, each network's config.rs)")
+    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config/mod.rs, src/secrets.rs, each network's config.rs)")
     args = parser.parse_args()
 
     sources = args.sources
     if not sources:
-        config_rs = os.path.join(ROOT, "src", "config.rs")
+        config_rs = os.path.join(ROOT, "src", "config", "mod.rs")
+        if not os.path.isfile(config_rs):
+            config_rs = os.path.join(ROOT, "src", "config.rs")
         if not os.path.isfile(config_rs):
             print(f"✗ {config_rs} does not exist: the allowed variable names are read from it (or pass the files to read)")
             return 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Template checks (run by scripts/test.sh): cfn-lint and `sam validate --lint` on
-# infra/template.yaml, then scripts/check_template.py (the template against src/config.rs).
+# infra/template.yaml, then scripts/check_template.py (the template against the code's configuration).
 # Everything runs offline and without AWS credentials. cfn-lint and aws-sam-cli come from PyPI;
 # when either is missing they are installed into a virtualenv outside the clone
 # ($POSTONCE_INFRA_VENV, default ~/.cache/postonce/infra-venv; about a minute the first time)
