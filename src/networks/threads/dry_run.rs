@@ -70,10 +70,6 @@ impl NetworkAdapter for ThreadsDryRun {
         true
     }
 
-    fn max_text(&self) -> usize {
-        text::MAX_TEXT
-    }
-
     fn text_len(&self, text: &str) -> usize {
         text::threads_len(text)
     }

@@ -549,10 +549,6 @@ impl NetworkAdapter for ThreadsAdapter {
         false
     }
 
-    fn max_text(&self) -> usize {
-        text::MAX_TEXT
-    }
-
     fn text_len(&self, text: &str) -> usize {
         text::threads_len(text)
     }
