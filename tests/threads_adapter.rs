@@ -642,7 +642,10 @@ async fn capabilities() {
     assert!(caps.reads_back && caps.fetches_image);
     assert_eq!(caps.text.max, 500);
     assert_eq!(caps.text.counting, CapCounting::CharsEmojiBytes);
-    assert_eq!(caps.images.formats, ["image/jpeg", "image/png"]);
+    assert_eq!(
+        caps.images.formats,
+        postonce::image::Formats::of(&[postonce::image::Format::Jpeg, postonce::image::Format::Png])
+    );
     assert!(!t.is_dry_run());
     assert_eq!(t.network(), Network::Threads);
     assert_eq!(Network::parse("threads"), Some(Network::Threads));

@@ -47,16 +47,9 @@ pub struct TextLimit {
     pub counting: Counting,
 }
 
-/// The images a network takes (DESIGN.md, the images issue): formats, bytes, pixels.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ImageLimits {
-    /// MIME types it accepts (`image/jpeg`, ...). Empty: unknown.
-    pub formats: &'static [&'static str],
-    /// The most bytes an image may have. Zero: unknown.
-    pub max_bytes: u64,
-    /// The most pixels (width × height). `None`: no documented limit.
-    pub max_pixels: Option<u64>,
-}
+/// The images a network takes: formats, bytes, pixels, sides, shape (defined with the image
+/// code that checks and renders against them).
+pub use crate::image::ImageLimits;
 
 /// How a network treats a link in the text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

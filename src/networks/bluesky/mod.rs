@@ -41,6 +41,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::image::{Format, Formats};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
     SessionStore,
@@ -91,9 +92,9 @@ fn capabilities() -> Capabilities {
             counting: Counting::Graphemes,
         },
         images: ImageLimits {
-            formats: &["image/jpeg", "image/png", "image/webp"],
+            formats: Formats::of(&[Format::Jpeg, Format::Png, Format::Webp]),
             max_bytes: MAX_IMAGE_BLOB_BYTES as u64,
-            max_pixels: None,
+            ..ImageLimits::default()
         },
         links: Links::Facets,
         ..Capabilities::default()

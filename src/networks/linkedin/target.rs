@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::image::{Format, Formats};
 use super::little_text::{self, MAX_CHARS};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
@@ -106,9 +107,11 @@ impl NetworkAdapter for LinkedInTarget {
                 counting: Counting::Chars,
             },
             images: ImageLimits {
-                formats: &["image/jpeg", "image/png", "image/gif"],
-                max_bytes: 8 * 1024 * 1024,
+                formats: Formats::of(&[Format::Jpeg, Format::Png, Format::Gif]),
+                // No documented byte limit: the download cap.
+                max_bytes: crate::image::MAX_IMAGE_BYTES as u64,
                 max_pixels: Some(36_152_320),
+                ..ImageLimits::default()
             },
             links: Links::AsText,
             ..Capabilities::default()

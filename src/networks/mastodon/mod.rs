@@ -50,6 +50,7 @@ use media::InProcessing;
 use wire::{answer, created_from, local_refusal, prepared, transport, Limits};
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::image::{Format, Formats};
 use crate::networks::http::Redactor;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
@@ -64,6 +65,11 @@ pub const DEFAULT_MAX_CHARACTERS: usize = 500;
 /// An image's bytes until the instance's configuration is read
 /// (`configuration.media_attachments.image_size_limit`; the docs' example, 16 MiB).
 pub const DEFAULT_IMAGE_SIZE_LIMIT: usize = 16_777_216;
+/// The image types until the instance's `supported_mime_types` are read (Mastodon 4's).
+pub const DEFAULT_IMAGE_FORMATS: Formats =
+    Formats::of(&[Format::Jpeg, Format::Png, Format::Gif, Format::Webp]);
+/// The most pixels until the instance's `image_matrix_limit` is read (Mastodon 4's, 7680×4320).
+pub const DEFAULT_IMAGE_MATRIX_LIMIT: u64 = 33_177_600;
 /// What every URL counts (`configuration.statuses.characters_reserved_per_url`).
 pub const DEFAULT_CHARACTERS_PER_URL: usize = 23;
 /// How long the server remembers an `Idempotency-Key` (per account).
@@ -107,10 +113,10 @@ fn capabilities(limits: &Limits) -> Capabilities {
             counting: Counting::CharsUrlsFixed,
         },
         images: ImageLimits {
-            // The instance's `supported_mime_types` are read with its limits (#23 uses them).
-            formats: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            formats: limits.formats(),
             max_bytes: limits.image_size_limit() as u64,
-            max_pixels: None,
+            max_pixels: Some(limits.image_matrix_limit()),
+            ..ImageLimits::default()
         },
         links: Links::CountedAs(limits.per_url()),
         ..Capabilities::default()

@@ -2,7 +2,7 @@
 //! account, a page of statuses and its `Link` header), [`classify`] (a non-2xx answer as a
 //! [`PostError`] naming the fix), and the instance's limits.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::HeaderMap;
@@ -11,8 +11,10 @@ use sha2::{Digest, Sha256};
 
 use super::text::plain_text;
 use super::{
-    DEFAULT_CHARACTERS_PER_URL, DEFAULT_IMAGE_SIZE_LIMIT, DEFAULT_MAX_CHARACTERS, NETWORK, SCOPES,
+    DEFAULT_CHARACTERS_PER_URL, DEFAULT_IMAGE_FORMATS, DEFAULT_IMAGE_MATRIX_LIMIT,
+    DEFAULT_IMAGE_SIZE_LIMIT, DEFAULT_MAX_CHARACTERS, NETWORK, SCOPES,
 };
+use crate::image::Formats;
 use crate::networks::http::{self, Answer};
 use crate::networks::{Created, MediaRef, PostError, PreparedPost};
 
@@ -383,6 +385,10 @@ pub(super) struct Limits {
     max_characters: AtomicUsize,
     image_size_limit: AtomicUsize,
     per_url: AtomicUsize,
+    /// `supported_mime_types` (the image ones), as [`Formats`] bits.
+    formats: AtomicU8,
+    /// `image_matrix_limit`: the most pixels.
+    matrix: AtomicU64,
 }
 
 impl Default for Limits {
@@ -391,6 +397,8 @@ impl Default for Limits {
             max_characters: AtomicUsize::new(DEFAULT_MAX_CHARACTERS),
             image_size_limit: AtomicUsize::new(DEFAULT_IMAGE_SIZE_LIMIT),
             per_url: AtomicUsize::new(DEFAULT_CHARACTERS_PER_URL),
+            formats: AtomicU8::new(DEFAULT_IMAGE_FORMATS.bits()),
+            matrix: AtomicU64::new(DEFAULT_IMAGE_MATRIX_LIMIT),
         }
     }
 }
@@ -434,6 +442,28 @@ impl Limits {
             "/configuration/statuses/characters_reserved_per_url",
             &self.per_url,
         );
+        if let Some(n) = v
+            .pointer("/configuration/media_attachments/image_matrix_limit")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+        {
+            self.matrix.store(n, Ordering::Relaxed);
+        }
+        if let Some(mimes) = v
+            .pointer("/configuration/media_attachments/supported_mime_types")
+            .and_then(Value::as_array)
+        {
+            let formats = Formats::from_mimes(mimes.iter().filter_map(Value::as_str));
+            if formats.is_empty() {
+                tracing::warn!(
+                    network = NETWORK,
+                    "the instance lists no image type postonce sends; keeping {}",
+                    self.formats().describe()
+                );
+            } else {
+                self.formats.store(formats.bits(), Ordering::Relaxed);
+            }
+        }
         (self.max_characters(), self.image_size_limit())
     }
 
@@ -443,6 +473,16 @@ impl Limits {
 
     pub(super) fn image_size_limit(&self) -> usize {
         self.image_size_limit.load(Ordering::Relaxed)
+    }
+
+    /// The image types the instance takes (`supported_mime_types`).
+    pub(super) fn formats(&self) -> Formats {
+        Formats::from_bits(self.formats.load(Ordering::Relaxed))
+    }
+
+    /// The most pixels an image may have (`image_matrix_limit`).
+    pub(super) fn image_matrix_limit(&self) -> u64 {
+        self.matrix.load(Ordering::Relaxed)
     }
 
     pub(super) fn per_url(&self) -> usize {

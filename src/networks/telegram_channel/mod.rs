@@ -33,6 +33,7 @@ use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, TextLimit};
+use crate::image::{Format, Formats};
 use crate::networks::http::{Answer, Redactor};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
@@ -55,9 +56,12 @@ fn capabilities() -> Capabilities {
             counting: Counting::Utf16,
         },
         images: ImageLimits {
-            formats: &["image/jpeg", "image/png"],
+            // sendPhoto: 10 MB, width + height at most 10,000, a shape of at most 20:1.
+            formats: Formats::of(&[Format::Jpeg, Format::Png]),
             max_bytes: 10_000_000,
-            max_pixels: None,
+            max_side_sum: Some(10_000),
+            max_ratio: Some(20),
+            ..ImageLimits::default()
         },
         ..Capabilities::default()
     }

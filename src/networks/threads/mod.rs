@@ -57,6 +57,7 @@ use wire::{
 
 use crate::vars::Secret;
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::image::{Format, Formats};
 use crate::networks::http::Redactor;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
@@ -98,11 +99,14 @@ pub fn capabilities() -> Capabilities {
             counting: Counting::CharsEmojiBytes,
         },
         images: ImageLimits {
-            formats: &["image/jpeg", "image/png"],
-            max_bytes: 8 * 1024 * 1024,
-            // Width 320–1440 px (a wider image is scaled down), aspect ratio up to 10:1: no
-            // limit on the pixels as such.
-            max_pixels: None,
+            // JPEG or PNG up to 8 MB, 320–1440 px wide, a shape of at most 10:1. Threads
+            // fetches the image itself, so an image outside these is refused, never rendered.
+            formats: Formats::of(&[Format::Jpeg, Format::Png]),
+            max_bytes: 8_000_000,
+            min_width: Some(320),
+            max_width: Some(1440),
+            max_ratio: Some(10),
+            ..ImageLimits::default()
         },
         // The first URL becomes the link preview; at most 5 links (API-NOTES).
         links: Links::AsText,

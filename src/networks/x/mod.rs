@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
+use crate::image::{Format, Formats};
 use crate::networks::http::{transport, Answer, Op};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
@@ -61,9 +62,9 @@ fn capabilities() -> Capabilities {
             counting: Counting::XWeighted,
         },
         images: ImageLimits {
-            formats: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            formats: Formats::of(&[Format::Jpeg, Format::Png, Format::Gif, Format::Webp]),
             max_bytes: 5_000_000,
-            max_pixels: None,
+            ..ImageLimits::default()
         },
         links: Links::CountedAs(23),
         ..Capabilities::default()

@@ -1,11 +1,11 @@
-//! The cover image: where it may come from, how much of it we read, and what it must be.
+//! Where a cover may come from and how much of it is read.
 //!
 //! A URL is fetched only from an allowed origin (`POSTONCE_IMAGE_HOSTS`; by default any public
 //! https host). Names are resolved through a resolver that drops loopback, private, link-local
 //! and other non-public addresses unless the origin was listed explicitly, so neither a hostile
 //! URL nor a DNS answer can point the fetch at the metadata service or the VPC. Redirects are
-//! followed only within the same origin. The body is streamed and cut at 8 MiB; the type is
-//! sniffed from the bytes (JPEG, PNG, GIF), never taken from the header.
+//! followed only within the same origin. The body is streamed and cut at 8 MiB; what it is
+//! is judged from its bytes ([`super::vet`]), never from the `Content-Type`.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -15,10 +15,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-/// The download cap. LinkedIn documents no byte limit; third parties report 5-8 MB.
-pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
-/// LinkedIn's documented pixel limit.
-pub const MAX_PIXELS: u64 = 36_152_320;
+use super::{vet, Image, ImageError, MAX_IMAGE_BYTES};
 
 /// One allowed origin pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,23 +37,6 @@ struct OriginRule {
 pub struct OriginPolicy {
     /// `None`: any public https host.
     rules: Option<Vec<OriginRule>>,
-}
-
-/// Why an image was refused or could not be fetched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImageError {
-    /// Retrying will not help: bad origin, too large, wrong type, 4xx.
-    #[error("cover image refused: {0}")]
-    Refused(String),
-    /// The host failed or could not be reached; a retry may work.
-    #[error("cover image unavailable: {0}")]
-    Unavailable(String),
-}
-
-impl ImageError {
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable(_))
-    }
 }
 
 impl OriginPolicy {
@@ -262,13 +242,6 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
     }
 }
 
-/// A fetched image.
-#[derive(Debug, Clone)]
-pub struct Image {
-    pub bytes: Bytes,
-    pub content_type: &'static str,
-}
-
 /// Fetches cover images under the policy. Built once per process.
 pub struct ImageFetcher {
     http: reqwest::Client,
@@ -406,81 +379,6 @@ async fn read_file(path: &Path) -> Result<Image, ImageError> {
     vet(Bytes::from(bytes))
 }
 
-/// Sniffs the type from the bytes and checks the pixel count where the header tells it.
-///
-/// # Errors
-/// [`ImageError::Refused`] for anything but JPEG, PNG or GIF, or too many pixels.
-pub fn vet(bytes: Bytes) -> Result<Image, ImageError> {
-    let content_type = sniff(&bytes).ok_or_else(|| {
-        ImageError::Refused(
-            "not a JPEG, PNG or GIF image (judged by its bytes, not its name or header)".into(),
-        )
-    })?;
-    if let Some((w, h)) = dimensions(&bytes) {
-        if u64::from(w) * u64::from(h) > MAX_PIXELS {
-            return Err(ImageError::Refused(format!(
-                "{w}x{h} is more than LinkedIn's {MAX_PIXELS} pixels"
-            )));
-        }
-    }
-    Ok(Image {
-        bytes,
-        content_type,
-    })
-}
-
-/// The image type from magic bytes.
-pub fn sniff(b: &[u8]) -> Option<&'static str> {
-    if b.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if b.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
-        Some("image/png")
-    } else if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else {
-        None
-    }
-}
-
-/// Width and height from the header (PNG, GIF, JPEG), where it can be read cheaply.
-pub fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
-    let be32 = |i: usize| Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?));
-    let be16 = |i: usize| {
-        Some(u32::from(u16::from_be_bytes(
-            b.get(i..i + 2)?.try_into().ok()?,
-        )))
-    };
-    let le16 = |i: usize| {
-        Some(u32::from(u16::from_le_bytes(
-            b.get(i..i + 2)?.try_into().ok()?,
-        )))
-    };
-    match sniff(b)? {
-        "image/png" => Some((be32(16)?, be32(20)?)),
-        "image/gif" => Some((le16(6)?, le16(8)?)),
-        _ => {
-            // JPEG: walk the segments to a start-of-frame marker.
-            let mut i = 2;
-            while i + 9 < b.len() {
-                if b[i] != 0xFF {
-                    return None;
-                }
-                let marker = b[i + 1];
-                if marker == 0xFF {
-                    i += 1;
-                    continue;
-                }
-                let len = usize::try_from(be16(i + 2)?).ok()?;
-                if matches!(marker, 0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF) {
-                    return Some((be16(i + 7)?, be16(i + 5)?));
-                }
-                i += 2 + len;
-            }
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,22 +424,6 @@ mod tests {
         assert!(OriginPolicy::parse("http://localhost:8080").is_ok());
         assert!(OriginPolicy::parse("ftp://x").is_err());
         assert!(OriginPolicy::parse("https://a/b").is_err());
-    }
-
-    #[test]
-    fn sniffs_types_from_bytes() {
-        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("image/jpeg"));
-        assert_eq!(sniff(b"GIF89a...."), Some("image/gif"));
-        assert_eq!(sniff(b"<html>"), None);
-        assert!(vet(Bytes::from_static(b"<html>not an image</html>")).is_err());
-        let mut png = vec![
-            0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
-        ];
-        png.extend_from_slice(&10_000u32.to_be_bytes());
-        png.extend_from_slice(&10_000u32.to_be_bytes());
-        assert!(
-            matches!(vet(Bytes::from(png)), Err(ImageError::Refused(m)) if m.contains("pixels"))
-        );
     }
 
     #[test]
