@@ -644,7 +644,10 @@ async fn capabilities() {
     assert_eq!(caps.text.counting, CapCounting::CharsEmojiBytes);
     assert_eq!(
         caps.images.formats,
-        postonce::image::Formats::of(&[postonce::image::Format::Jpeg, postonce::image::Format::Png])
+        postonce::image::Formats::of(&[
+            postonce::image::Format::Jpeg,
+            postonce::image::Format::Png
+        ])
     );
     assert!(!t.is_dry_run());
     assert_eq!(t.network(), Network::Threads);

@@ -19,7 +19,7 @@ use super::format::{check_complete, header, Format, Header};
 /// that declares a huge image).
 pub const MAX_PIXELS: u64 = 36_152_320;
 /// The most pixels decoded across an animation's frames to check it and take its first frame.
-pub const MAX_ANIMATION_PIXELS: u64 = 200_000_000;
+pub const MAX_ANIMATION_PIXELS: u64 = 100_000_000;
 
 /// A cover decoded and checked.
 pub struct Decoded {
@@ -46,7 +46,10 @@ pub fn declared(bytes: &[u8]) -> Result<Header, String> {
         ));
     };
     if h.width == 0 || h.height == 0 {
-        return Err(format!("the {format} declares a size of {}×{}", h.width, h.height));
+        return Err(format!(
+            "the {format} declares a size of {}×{}",
+            h.width, h.height
+        ));
     }
     if h.pixels() > MAX_PIXELS {
         return Err(format!(

@@ -251,7 +251,9 @@ pub fn check_complete(format: Format, b: &[u8]) -> Result<(), String> {
         Format::Jpeg => {
             let scan = find(b, &[0xFF, 0xDA]).ok_or("the JPEG has no image data (no scan)")?;
             if find(&b[scan..], &[0xFF, 0xD9]).is_none() {
-                return Err("the JPEG is cut short: its data stops before the end-of-image marker".into());
+                return Err(
+                    "the JPEG is cut short: its data stops before the end-of-image marker".into(),
+                );
             }
         }
         Format::Png => {
@@ -317,7 +319,10 @@ mod tests {
         png.extend_from_slice(&100_000u32.to_be_bytes());
         png.extend_from_slice(&100_000u32.to_be_bytes());
         let h = header(&png).unwrap();
-        assert_eq!((h.width, h.height, h.pixels()), (100_000, 100_000, 10_000_000_000));
+        assert_eq!(
+            (h.width, h.height, h.pixels()),
+            (100_000, 100_000, 10_000_000_000)
+        );
         assert!(check_complete(Format::Png, &png).is_err());
     }
 }

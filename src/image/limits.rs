@@ -151,7 +151,9 @@ mod tests {
     fn each_limit_is_named_and_says_whether_a_rendition_helps() {
         let t = telegram();
         assert!(t.check(&facts(Format::Png, 9_000_000, 4000, 3000)).is_ok());
-        let over = t.check(&facts(Format::Png, 10_000_001, 100, 100)).unwrap_err();
+        let over = t
+            .check(&facts(Format::Png, 10_000_001, 100, 100))
+            .unwrap_err();
         assert!(over.fixable && over.why.contains("10000000"), "{over:?}");
         let webp = t.check(&facts(Format::Webp, 10, 100, 100)).unwrap_err();
         assert!(webp.fixable && webp.why.contains("JPEG or PNG"), "{webp:?}");

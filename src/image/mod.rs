@@ -107,7 +107,12 @@ impl Cover {
             bytes: self.bytes.len() as u64,
             width: self.width,
             height: self.height,
-            kind: if self.rendition { "rendition" } else { "original" }.to_owned(),
+            kind: if self.rendition {
+                "rendition"
+            } else {
+                "original"
+            }
+            .to_owned(),
         }
     }
 }

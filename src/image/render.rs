@@ -63,9 +63,8 @@ pub fn render(image: &DynamicImage, limits: &ImageLimits) -> Result<Rendition, S
     if format == Format::Jpeg {
         let sample = mosaic(&current);
         let per_pixel = |q: u8| {
-            encode_jpeg(&sample, q).map(|b| {
-                b.len() as f64 / (f64::from(sample.width()) * f64::from(sample.height()))
-            })
+            encode_jpeg(&sample, q)
+                .map(|b| b.len() as f64 / (f64::from(sample.width()) * f64::from(sample.height())))
         };
         let pixels = f64::from(current.width()) * f64::from(current.height());
         let mut last_estimate = 0.0;
@@ -165,7 +164,9 @@ impl<'a> Source<'a> {
         let (raw, channels) = match image {
             DynamicImage::ImageRgb8(b) => (Cow::Borrowed(b.as_raw().as_slice()), 3),
             DynamicImage::ImageRgba8(b) => (Cow::Borrowed(b.as_raw().as_slice()), 4),
-            DynamicImage::ImageLuma8(_) | DynamicImage::ImageLumaA8(_) if !image.color().has_alpha() => {
+            DynamicImage::ImageLuma8(_) | DynamicImage::ImageLumaA8(_)
+                if !image.color().has_alpha() =>
+            {
                 (Cow::Owned(image.to_rgb8().into_raw()), 3)
             }
             other if other.color().has_alpha() => (Cow::Owned(other.to_rgba8().into_raw()), 4),
@@ -338,8 +339,8 @@ fn mosaic(image: &RgbImage) -> RgbImage {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::format::Formats;
+    use super::*;
 
     fn noise(w: u32, h: u32, seed: u32) -> DynamicImage {
         let mut s = seed;
@@ -374,4 +375,3 @@ mod tests {
         assert_eq!(over_white([10, 20, 30, 255]), [10, 20, 30]);
     }
 }
-

@@ -140,6 +140,15 @@ impl ImageHost {
             .await;
     }
 
+    /// Serves `bytes` at `p` with `content_type` (covers made by [`super::covers`]).
+    pub async fn serve(&self, p: &str, bytes: Vec<u8>, content_type: &str) {
+        Mock::given(method("GET"))
+            .and(path(p.to_owned()))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(bytes, content_type))
+            .mount(&self.server)
+            .await;
+    }
+
     pub fn uri(&self) -> String {
         self.server.uri()
     }

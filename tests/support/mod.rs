@@ -4,6 +4,7 @@
 
 pub mod bluesky;
 pub mod chaos;
+pub mod covers;
 pub mod env;
 pub mod fake_counts;
 pub mod images;

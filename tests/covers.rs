@@ -1,0 +1,211 @@
+//! The cover itself (the images issue): strict decoding of real files made by the tests, a
+//! rendition only where a network's limits need one, and the same bytes every time.
+
+mod support;
+
+use bytes::Bytes;
+use postonce::image::{cover_blocking, vet, Cover, Format, Formats, ImageError, ImageLimits};
+use support::covers;
+
+fn bluesky() -> ImageLimits {
+    ImageLimits {
+        formats: Formats::of(&[Format::Jpeg, Format::Png, Format::Webp]),
+        max_bytes: 1_000_000,
+        ..ImageLimits::default()
+    }
+}
+
+fn telegram() -> ImageLimits {
+    ImageLimits {
+        formats: Formats::of(&[Format::Jpeg, Format::Png]),
+        max_bytes: 10_000_000,
+        max_side_sum: Some(10_000),
+        max_ratio: Some(20),
+        ..ImageLimits::default()
+    }
+}
+
+fn threads() -> ImageLimits {
+    ImageLimits {
+        formats: Formats::of(&[Format::Jpeg, Format::Png]),
+        max_bytes: 8_000_000,
+        min_width: Some(320),
+        max_width: Some(1440),
+        max_ratio: Some(10),
+        ..ImageLimits::default()
+    }
+}
+
+fn cover_of(bytes: Vec<u8>, limits: &ImageLimits, can_render: bool) -> Result<Cover, ImageError> {
+    let image = vet(Bytes::from(bytes))?;
+    cover_blocking(&image, limits, can_render)
+}
+
+fn refused(r: Result<Cover, ImageError>) -> String {
+    match r {
+        Err(ImageError::Refused(why)) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_original_that_fits_goes_byte_for_byte() {
+    let png = covers::smooth_png(1200, 630);
+    let c = cover_of(png.clone(), &bluesky(), true).unwrap();
+    assert!(!c.rendition);
+    assert_eq!(c.bytes.as_ref(), png.as_slice());
+    assert_eq!((c.format, c.width, c.height), (Format::Png, 1200, 630));
+}
+
+#[test]
+fn a_noise_png_over_the_limit_gets_a_jpeg_that_fits_keeping_the_shape() {
+    let png = covers::noise_png(1000, 1000, 1);
+    assert!(png.len() > 2_900_000, "{}", png.len());
+    let c = cover_of(png, &bluesky(), true).unwrap();
+    assert!(c.rendition);
+    assert_eq!(c.format, Format::Jpeg);
+    assert!(c.bytes.len() <= 1_000_000, "{}", c.bytes.len());
+    assert_eq!(c.width, c.height, "the aspect ratio is kept");
+    assert!(c.width <= 1000, "never enlarged");
+    assert_eq!(covers::size_of(&c.bytes), (c.width, c.height));
+}
+
+#[test]
+fn the_same_original_under_the_same_limits_gives_the_same_bytes() {
+    let png = covers::noise_png(900, 700, 3);
+    let a = cover_of(png.clone(), &bluesky(), true).unwrap();
+    let b = cover_of(png, &bluesky(), true).unwrap();
+    assert_eq!(covers::sha256(&a.bytes), covers::sha256(&b.bytes));
+}
+
+#[test]
+fn webp_is_read_and_given_as_is_where_taken_and_rendered_where_not() {
+    let webp = covers::webp(1200, 630);
+    let c = cover_of(webp.clone(), &bluesky(), true).unwrap();
+    assert!(!c.rendition && c.format == Format::Webp);
+    let t = cover_of(webp, &telegram(), true).unwrap();
+    assert!(t.rendition && t.format == Format::Jpeg);
+    assert_eq!((t.width, t.height), (1200, 630));
+}
+
+#[test]
+fn telegram_sides_are_brought_within_ten_thousand() {
+    let png = covers::smooth_png(6000, 5000);
+    let c = cover_of(png, &telegram(), true).unwrap();
+    assert!(
+        c.rendition && c.width + c.height <= 10_000,
+        "{}×{}",
+        c.width,
+        c.height
+    );
+    let ratio = f64::from(c.width) / f64::from(c.height);
+    assert!((ratio - 1.2).abs() < 0.01, "{ratio}");
+}
+
+#[test]
+fn a_shape_no_rendition_can_fix_is_refused_with_the_reason() {
+    let banner = covers::smooth_png(2100, 100);
+    let why = refused(cover_of(banner, &telegram(), true));
+    assert!(why.contains("20:1"), "{why}");
+}
+
+#[test]
+fn threads_gets_the_original_or_nothing() {
+    let fits = covers::smooth_png(1200, 630);
+    assert!(!cover_of(fits, &threads(), false).unwrap().rendition);
+    let wide = covers::smooth_png(2000, 1000);
+    let why = refused(cover_of(wide, &threads(), false));
+    assert!(why.contains("1440") && why.contains("URL"), "{why}");
+    let narrow = covers::smooth_png(200, 200);
+    let why = refused(cover_of(narrow, &threads(), false));
+    assert!(why.contains("320"), "{why}");
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_from_its_header() {
+    let bomb = covers::bomb_png(100_000);
+    assert!(bomb.len() < 2_000, "{}", bomb.len());
+    let why = match vet(Bytes::from(bomb)) {
+        Err(ImageError::Refused(why)) => why,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        why.contains("100000×100000") && why.contains("not decoded"),
+        "{why}"
+    );
+}
+
+#[test]
+fn cut_short_files_are_refused_naming_the_cause() {
+    let jpeg = covers::jpeg(800, 600, 90);
+    let why = refused(cover_of(
+        covers::truncated(&jpeg, jpeg.len() * 2 / 3),
+        &bluesky(),
+        true,
+    ));
+    assert!(why.contains("cut short"), "{why}");
+    let png = covers::noise_png(300, 300, 5);
+    let why = refused(cover_of(
+        covers::truncated(&png, png.len() / 2),
+        &bluesky(),
+        true,
+    ));
+    assert!(why.contains("PNG"), "{why}");
+    let webp = covers::webp(400, 300);
+    let why = refused(cover_of(
+        covers::truncated(&webp, webp.len() - 10),
+        &bluesky(),
+        true,
+    ));
+    assert!(why.contains("WebP") && why.contains("cut short"), "{why}");
+}
+
+#[test]
+fn a_type_that_lies_about_itself_is_refused() {
+    let why = refused(cover_of(covers::lying_png(), &bluesky(), true));
+    assert!(why.contains("PNG"), "{why}");
+    let why = refused(cover_of(b"<html>a page</html>".to_vec(), &bluesky(), true));
+    assert!(why.contains("not a JPEG, PNG, GIF or WebP"), "{why}");
+}
+
+#[test]
+fn a_cmyk_jpeg_is_converted_never_sent_as_it_is() {
+    let cmyk = covers::cmyk_jpeg(640, 480);
+    let c = cover_of(cmyk.clone(), &bluesky(), true).unwrap();
+    assert!(c.rendition && c.format == Format::Jpeg);
+    assert_ne!(c.bytes.as_ref(), cmyk.as_slice());
+    assert_eq!((c.width, c.height), (640, 480));
+}
+
+#[test]
+fn an_animation_is_flattened_where_gif_is_not_taken_and_refused_when_too_large() {
+    let gif = covers::animated_gif(200, 150, 3);
+    let x = ImageLimits {
+        formats: Formats::of(&[Format::Jpeg, Format::Png, Format::Gif, Format::Webp]),
+        max_bytes: 5_000_000,
+        ..ImageLimits::default()
+    };
+    assert!(!cover_of(gif.clone(), &x, true).unwrap().rendition);
+    let t = cover_of(gif, &telegram(), true).unwrap();
+    assert!(t.rendition && t.format == Format::Jpeg && (t.width, t.height) == (200, 150));
+    // 101 frames of 1000×1000: more than the 100 million pixels decoded to check one.
+    let huge = covers::animated_gif(1000, 1000, 101);
+    let why = refused(cover_of(huge, &x, true));
+    assert!(why.contains("too large to check and flatten"), "{why}");
+}
+
+#[test]
+fn a_local_cover_is_checked_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("cover.webp");
+    std::fs::write(&good, covers::webp(300, 200)).unwrap();
+    assert!(postonce::image::check_local(good.to_str().unwrap()).is_ok());
+    let bad = dir.path().join("cut.jpg");
+    let jpeg = covers::jpeg(300, 200, 90);
+    std::fs::write(&bad, covers::truncated(&jpeg, jpeg.len() / 2)).unwrap();
+    let why = postonce::image::check_local(bad.to_str().unwrap()).unwrap_err();
+    assert!(
+        why.contains("cut short") && why.contains("cut.jpg"),
+        "{why}"
+    );
+}
