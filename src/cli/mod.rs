@@ -536,12 +536,7 @@ fn post_request(
                     .map_err(|e| format!("--image: {e}"))?;
                 image.clone()
             } else {
-                let path =
-                    std::fs::canonicalize(image).map_err(|e| format!("--image {image}: {e}"))?;
-                if !path.is_file() {
-                    return Err(format!("--image {image}: not a file"));
-                }
-                path.to_string_lossy().into_owned()
+                crate::image::check_local(image).map_err(|why| format!("--image: {why}"))?
             };
             if let Some(l) = link {
                 if !url::Url::parse(l).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
