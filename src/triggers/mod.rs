@@ -5,6 +5,7 @@
 pub mod ci;
 pub mod console;
 pub mod mcp;
+pub mod preview;
 pub mod stored;
 pub mod sweep;
 pub mod telegram;
