@@ -52,6 +52,10 @@ pub fn render(image: &DynamicImage, limits: &ImageLimits) -> Result<Rendition, S
         (nw, nh)
     };
     let mut scale = limits.scale_for(w, h).min(1.0);
+    if format == Format::Jpeg {
+        // A JPEG's sides are 16-bit.
+        scale = scale.min(f64::from(u16::MAX) / f64::from(w.max(h)));
+    }
     let mut current = match image {
         DynamicImage::ImageRgb8(b) if scale >= 1.0 => Cow::Borrowed(b),
         _ => Cow::Owned(shrink(image, fit(scale))),
