@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::image::Sent;
 use crate::key::PostKey;
 use crate::networks::Network;
 
@@ -63,6 +64,9 @@ pub struct TargetOutcome {
     /// When a scheduled target goes (RFC 3339, UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub publish_at: Option<String>,
+    /// The image this target was given: format, bytes, pixels, the original or a rendition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<Sent>,
 }
 
 /// The outcome JSON: `{"key","outcome","urn","retryable","detail","targets"}`.
@@ -89,6 +93,9 @@ pub struct Outcome {
     /// When the draft goes (`scheduled`, or a target delayed by pacing): RFC 3339, UTC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub publish_at: Option<String>,
+    /// The image this target was given (shown in the target's entry of `targets`).
+    #[serde(skip)]
+    pub image: Option<Sent>,
     /// The network this outcome is about (one target's run).
     #[serde(skip)]
     pub network: Network,
@@ -129,6 +136,7 @@ impl Outcome {
             url: None,
             cid: None,
             targets: None,
+            image: None,
             network: key.network(),
             parts: Vec::new(),
             dry_run: false,
@@ -158,6 +166,7 @@ impl Outcome {
                         detail: p.detail.clone(),
                         dry_run: p.dry_run,
                         publish_at: p.publish_at.clone(),
+                        image: p.image.clone(),
                     },
                 )
             })

@@ -767,19 +767,18 @@ async fn bluesky_invalid_swap_on_a_replay_is_a_refusal_told_once() {
     assert!(record(&env, &key, Network::Bluesky).await.is_none());
 }
 
-/// An image over the PDS's image blob limit (1,000,000 bytes; the PDS tried refuses it only
-/// at putRecord, after the uploads) is refused before any call to Bluesky: `failed`, not
-/// retryable, the reason naming the limit and the size; the PDS sees no request, and a sweep
-/// does not try again.
+/// A cover over the PDS's image blob limit (1,000,000 bytes; the PDS refuses it at putRecord,
+/// after the uploads) is not sent as it is: Bluesky gets a JPEG rendition within the limit, its
+/// `aspectRatio` from the rendition's own size, and the post is made once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bluesky_image_over_the_blob_limit_fails_before_any_call() {
+async fn bluesky_gets_a_rendition_within_the_blob_limit() {
     let env = env_with(&[]).await;
     let b = env.bluesky();
     b.set_max_image_bytes(1_000_000);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("big.png");
-    let mut big = support::images::png_bytes();
-    big.resize(1_200_000, 0);
+    let big = support::covers::noise_png(700, 600, 41);
+    assert!(big.len() > 1_200_000, "{}", big.len());
     std::fs::write(&path, &big).expect("the image");
     let key = env.key();
     let mut content = env.announcement(&key);
@@ -792,24 +791,33 @@ async fn bluesky_image_over_the_blob_limit_fails_before_any_call() {
             env.deadline(),
         )
         .await;
-    println!(
-        "a 1,200,000-byte image: {o:?}; requests to Bluesky {}",
-        b.requests()
-    );
     let t = target(&o, Network::Bluesky);
+    assert_eq!(t.outcome, OutcomeKind::Posted, "{o:?}");
+    let sent = t.image.clone().expect("the image facts");
     assert_eq!(
-        (t.outcome, t.retryable),
-        (OutcomeKind::Failed, false),
-        "{o:?}"
+        (sent.kind.as_str(), sent.format.as_str()),
+        ("rendition", "image/jpeg")
     );
-    assert!(
-        t.detail.contains("1,000,000") && t.detail.contains("1,200,000"),
-        "{t:?}"
+    assert!(sent.bytes <= 1_000_000, "{sent:?}");
+    assert_eq!(b.posts_created(), 1);
+    let record = b.records().pop().expect("the post");
+    let image = &record.value["embed"]["images"][0];
+    let cid = image["image"]["ref"]["$link"].as_str().expect("the blob");
+    let blob = b.blob(cid).expect("the blob is stored");
+    assert_eq!(
+        (blob.size, blob.mime_type.as_str()),
+        (sent.bytes, "image/jpeg")
     );
-    assert_eq!(b.requests(), 0, "no request to the PDS");
-    let r = sweep(&env).await;
-    assert!(r.runs.is_empty(), "{r:?}");
-    assert_eq!(b.requests(), 0);
+    let shape = f64::from(sent.width) / f64::from(sent.height);
+    assert!((shape - 700.0 / 600.0).abs() < 0.01, "{sent:?}");
+    assert_eq!(
+        (
+            image["aspectRatio"]["width"].as_u64(),
+            image["aspectRatio"]["height"].as_u64()
+        ),
+        (Some(u64::from(sent.width)), Some(u64::from(sent.height))),
+        "aspectRatio is the rendition's size"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

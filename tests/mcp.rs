@@ -490,8 +490,9 @@ async fn bad_arguments_are_tool_errors_that_name_the_field_and_store_nothing() {
     client.cancel().await.expect("close");
 }
 
-/// `preview` shows each target's exact text and counts, and sends and stores nothing; `doctor`
-/// answers its checks.
+/// `preview` shows each target's exact text and counts and the cover it would get (read from
+/// the image host, the one request it makes), and sends and stores nothing; `doctor` answers
+/// its checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preview_sends_nothing_and_doctor_answers() {
     let env = linkedin_env(Stores::Local).await;
@@ -511,9 +512,27 @@ async fn preview_sends_nothing_and_doctor_answers() {
     assert_eq!(li["length"], expected.chars().count());
     assert_eq!(li["max"], 3000);
     assert_eq!(s["image"]["kind"], "url");
-    assert!(text(&p).contains("not shown yet"), "{}", text(&p));
+    // The cover's facts: the example PNG fits LinkedIn's limits, so it goes as it is.
+    let png = support::images::png_bytes();
+    let (w, h) = postonce::image::dimensions(&png).expect("a PNG header");
+    assert_eq!(s["image"]["format"], "image/png");
+    assert_eq!(s["image"]["bytes"], png.len());
+    assert_eq!(
+        li["image"],
+        json!({"format": "image/png", "bytes": png.len(), "width": w, "height": h, "kind": "original"})
+    );
+    assert!(li["image_refused"].is_null(), "{li}");
+    assert!(
+        text(&p).contains("image: PNG") && !text(&p).contains("not shown yet"),
+        "{}",
+        text(&p)
+    );
     assert_eq!(env.linkedin.total_requests().await, 0);
-    assert_eq!(env.images.hits("/cover.png").await, 0);
+    assert_eq!(
+        env.images.hits("/cover.png").await,
+        1,
+        "the cover is read once"
+    );
     let st = call(&client, "status", json!({"kind": "agent", "slug": slug})).await;
     assert!(structured(&st)["draft"].is_null(), "{st:?}");
 

@@ -160,6 +160,17 @@ async fn settle(env: &Env, keys: &[PostKey]) -> (usize, Vec<PostKey>) {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+    // A paused server also runs a claim's acquire that arrived while it slept, after its run
+    // gave up and released nothing: that claim names a run that is over, and holds only until
+    // its TTL (4 s here). Wait it out, so the verdict sees what a later run would meet.
+    let expired = Instant::now() + Duration::from_secs(5);
+    for key in keys {
+        while Instant::now() < expired
+            && matches!(env.status(key).await.claim, Some((ClaimValue::Run(_), _)))
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     let mut kept = Vec::new();
     for key in keys {
         let st = env.status(key).await;

@@ -1,5 +1,5 @@
-//! The command line: `post`, `status`, `serve`, `sweep`, `table create`. Translation only; exit
-//! codes follow the outcomes table (bad input: 2).
+//! The command line: `post`, `preview`, `status`, `serve`, `sweep`, `table create`. Translation
+//! only; exit codes follow the outcomes table (bad input: 2).
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -17,6 +17,7 @@ use crate::record::DraftContent;
 use crate::triggers::Router;
 
 mod output;
+mod preview;
 use output::{print_outcome, print_waiting, schedule_list, status, status_all};
 
 /// The one-line description: every network of the registry, by its label.
@@ -79,6 +80,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write what each target of a draft would get (its exact text and cover) and an
+    /// index.html showing them side by side; sends nothing and stores nothing.
+    Preview(preview::PreviewArgs),
     /// Scheduled drafts.
     Schedule {
         #[command(subcommand)]
@@ -289,6 +293,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         },
         _ => None,
     };
+    let preview = match &cli.command {
+        Command::Preview(args) => match preview::check(&config, args) {
+            Ok(checked) => Some(checked),
+            Err(e) => return bad_input(e),
+        },
+        _ => None,
+    };
     let status_key = match &cli.command {
         Command::Status {
             kind: Some(kind),
@@ -324,6 +335,12 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             let outcome = app.pipeline.run(request, dl).await;
             print_outcome(&outcome, json);
             outcome.exit_code()
+        }
+        Command::Preview(args) => {
+            let Some(checked) = preview else {
+                return EXIT_BAD_INPUT;
+            };
+            preview::run(&app, checked, args.json, dl).await
         }
         Command::Status {
             all: true, json, ..
@@ -536,12 +553,7 @@ fn post_request(
                     .map_err(|e| format!("--image: {e}"))?;
                 image.clone()
             } else {
-                let path =
-                    std::fs::canonicalize(image).map_err(|e| format!("--image {image}: {e}"))?;
-                if !path.is_file() {
-                    return Err(format!("--image {image}: not a file"));
-                }
-                path.to_string_lossy().into_owned()
+                crate::image::check_local(image).map_err(|why| format!("--image: {why}"))?
             };
             if let Some(l) = link {
                 if !url::Url::parse(l).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {

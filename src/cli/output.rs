@@ -59,6 +59,9 @@ pub(super) fn print_outcome(outcome: &Outcome, json: bool) {
         if !o.detail.is_empty() {
             println!("{indent}{}", o.detail);
         }
+        if let Some(image) = &o.image {
+            println!("{indent}image: {}", image.describe());
+        }
     };
     if outcome.parts.is_empty() {
         println!(

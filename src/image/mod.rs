@@ -10,7 +10,7 @@ mod limits;
 pub mod render;
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -200,15 +200,21 @@ pub async fn cover(
     limits: ImageLimits,
     can_render: bool,
 ) -> Result<Cover, ImageError> {
-    static ONE_AT_A_TIME: OnceLock<tokio::sync::Semaphore> = OnceLock::new();
-    let gate = ONE_AT_A_TIME.get_or_init(|| tokio::sync::Semaphore::new(1));
-    let _permit = gate
-        .acquire()
+    static ONE_AT_A_TIME: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    let gate = ONE_AT_A_TIME.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(1)));
+    let permit = gate
+        .clone()
+        .acquire_owned()
         .await
         .map_err(|_| ImageError::Unavailable("the image worker is shutting down".into()))?;
-    tokio::task::spawn_blocking(move || cover_blocking(&image, &limits, can_render))
-        .await
-        .map_err(|e| ImageError::Refused(format!("the image could not be processed ({e})")))?
+    // The permit goes with the work: a caller that gives up (its budget ran out) does not let
+    // another decode start beside one still running.
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        cover_blocking(&image, &limits, can_render)
+    })
+    .await
+    .map_err(|e| ImageError::Refused(format!("the image could not be processed ({e})")))?
 }
 
 /// Checks a local cover before anything is stored (`postonce post --image PATH`, a local path

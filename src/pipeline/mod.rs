@@ -22,6 +22,8 @@
 //! Failures that posted nothing are noted in [`failure`]; the content guard is [`content_guard`].
 
 mod content_guard;
+mod cover;
+mod create;
 mod decide;
 mod failure;
 mod guard;

@@ -10,31 +10,6 @@ pub(super) struct Takes<'a> {
     pub replaces: Option<&'a str>,
 }
 
-/// How a create goes out: `reconciling`, the draft whose unknown outcome this identical
-/// re-send checks;
-/// `stamped_at`, the Unix seconds its attempt was stamped with (the intent's `at`, or the
-/// re-send's `last_sent_at`), from which the quiet period runs.
-pub(super) struct Sending<'a> {
-    pub reconciling: Option<&'a Draft>,
-    pub stamped_at: i64,
-}
-
-impl Sending<'_> {
-    /// Whether a create sent now, with its whole `budget`, is over before another run may
-    /// re-send it: [`Lane::still_quiet`] lets one re-send only once `now_s()` exceeds the stamp
-    /// by more than the quiet period, that is from `stamped_at + quiet + 1` (Unix seconds) on.
-    fn over_in_time(&self, budget: Duration, quiet: Duration) -> bool {
-        let quiet_ms = i64::try_from(quiet.as_millis()).unwrap_or(i64::MAX);
-        let budget_ms = i64::try_from(budget.as_millis()).unwrap_or(i64::MAX);
-        let resend_from_ms = self
-            .stamped_at
-            .saturating_add(1)
-            .saturating_mul(1000)
-            .saturating_add(quiet_ms);
-        now_ms().saturating_add(budget_ms) < resend_from_ms
-    }
-}
-
 /// What the intent keeps as the image's name: the first network's image URN (as before
 /// targets), or the adapter's media reference as compact JSON.
 fn media_name(media: &MediaRef) -> String {
@@ -69,7 +44,6 @@ impl Lane {
         progress: &Progress,
         takes: Takes<'_>,
     ) -> (Outcome, Finish) {
-        let (intent_from, replaces) = (takes.from, takes.replaces);
         let key = &req.key;
         let text = full_text(content);
         let (len, max) = (self.adapter.text_len(&text), self.adapter.max_text());
@@ -93,22 +67,16 @@ impl Lane {
             return self.fail(key, dl, why, false, attempts, None).await;
         }
 
-        let t = self.settings.timeouts;
         // A URL the policy refuses costs no call to anyone.
         if let Err(e) = self.images.vet_source(&content.image) {
             return self
                 .fail(key, dl, e.to_string(), false, attempts, None)
                 .await;
         }
-        // The image and the part of the upload that needs no image (an upload's
-        // initialization) do not depend on each other: both go out at once.
-        let fetch = self.with_retries(
-            dl,
-            t.image,
-            || self.images.fetch(&content.image),
-            ImageError::is_transient,
-            |_| None,
-        );
+        // The cover (fetched, checked, and rendered for this network where its limits need it)
+        // and the part of the upload that needs no image (an upload's initialization) do not
+        // depend on each other: both go out at once.
+        let cover = self.cover(dl, &content.image);
         let begin = self.with_retries(
             dl,
             self.budget,
@@ -116,9 +84,9 @@ impl Lane {
             PostError::is_transient,
             rate_limit_wait,
         );
-        let (fetched, begun) = tokio::join!(fetch, begin);
-        let image = match fetched {
-            Ok(image) => image,
+        let (cover, begun) = tokio::join!(cover, begin);
+        let cover = match cover {
+            Ok(cover) => cover,
             Err(Gave::Error(e)) => {
                 let retryable = e.is_transient();
                 return self
@@ -143,10 +111,37 @@ impl Lane {
             return (failed(key, true, why), Finish::Release);
         }
         let media = Media {
-            bytes: image.bytes.clone(),
-            content_type: image.content_type,
+            bytes: cover.bytes.clone(),
+            content_type: cover.format.mime(),
             alt: content.alt.clone(),
         };
+        tracing::info!(image = %cover.sent().describe(), "the cover this network gets");
+        let (mut outcome, finish) = self
+            .send(
+                req, dl, content, attempts, progress, takes, &media, begun, &text,
+            )
+            .await;
+        outcome.image = Some(cover.sent());
+        (outcome, finish)
+    }
+
+    /// Upload → intent → create → record, with the cover this network gets.
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        content: &DraftContent,
+        attempts: u32,
+        progress: &Progress,
+        takes: Takes<'_>,
+        media: &Media,
+        begun: Mutex<Option<MediaRef>>,
+        text: &str,
+    ) -> (Outcome, Finish) {
+        let (intent_from, replaces) = (takes.from, takes.replaces);
+        let key = &req.key;
+        let t = self.settings.timeouts;
 
         let uploaded = match self
             .with_retries(
@@ -156,8 +151,8 @@ impl Lane {
                 || async {
                     let first = begun.lock().unwrap_or_else(|p| p.into_inner()).take();
                     match first {
-                        Some(begun) => self.adapter.upload_begun(&media, &begun).await,
-                        None => self.adapter.upload(&media).await,
+                        Some(begun) => self.adapter.upload_begun(media, &begun).await,
+                        None => self.adapter.upload(media).await,
                     }
                 },
                 PostError::is_transient,
@@ -176,7 +171,7 @@ impl Lane {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let post = self.adapter.prepare(&text, &uploaded, &key.to_string());
+        let post = self.adapter.prepare(text, &uploaded, &key.to_string());
         // What the network makes before the create names it (Threads' container): made before
         // the intent, so that the intent keeps it; safe to repeat, since only the request it
         // answers (the one kept) ever uses it.
@@ -284,185 +279,14 @@ impl Lane {
             req,
             dl,
             &post,
-            &media,
+            media,
             pending.caption_hash,
-            Sending {
+            super::create::Sending {
                 reconciling: None,
                 stamped_at: pending.at,
             },
             progress,
         )
         .await
-    }
-
-    /// Sends the create once and classifies the answer. `sending.reconciling`: this is the
-    /// identical re-send after an unknown outcome of this draft.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn create(
-        &self,
-        req: &PostRequest,
-        dl: &Deadline,
-        post: &PreparedPost,
-        media: &Media,
-        caption_hash: Option<String>,
-        sending: Sending<'_>,
-        progress: &Progress,
-    ) -> (Outcome, Finish) {
-        let key = &req.key;
-        let on = self.network.label();
-        let reconciling = sending.reconciling;
-        // The quiet period runs from the attempt's stamp, not from the send: once it has
-        // passed, another run (one that got past a lost claim) may re-send this request. So
-        // the create leaves only if it is over, its whole budget included, before then
-        // (issue 25: found by the protocol model).
-        if !sending.over_in_time(self.budget, self.settings.reconcile_after) {
-            let why = format!(
-                "the attempt was stamped {}s ago: a create now could still be in flight when its quiet period ({}s) ends, so it was not sent",
-                now_s().saturating_sub(sending.stamped_at),
-                self.settings.reconcile_after.as_secs()
-            );
-            tracing::warn!("{why}");
-            if reconciling.is_some() {
-                let outcome = Outcome::new(key, OutcomeKind::Unknown, format!("{why}; retry"))
-                    .retryable(true);
-                return (outcome, Finish::Release);
-            }
-            return (
-                self.fail_after_intent(req, dl, why, true).await,
-                Finish::Release,
-            );
-        }
-        if let Some(why) = fault("before-create-post").await {
-            return (
-                self.fail_after_intent(req, dl, why, true).await,
-                Finish::Release,
-            );
-        }
-        progress.set(Stage::Sent);
-        let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
-        // A replay at a record key the client chose: the check just read that key
-        // and found no post of this draft there, so a refusal (a different record at the key:
-        // `InvalidSwap`, the credentials, the record itself) is final. Nothing is there and
-        // nothing will be: the target fails, not retryable, and is never replayed again. The
-        // owner is told: by this run's report, or, for a sweep's run, by the sweeper, once.
-        if reconciling.is_some() && self.settle() == (Settle::Replay { window: None }) {
-            if let Ok(Err(e @ PostError::Rejected { .. })) = &answer {
-                let why = format!(
-                    "{on} refused the replay of the post at its record key ({e}); it is not sent again"
-                );
-                let mut outcome = self.fail_after_intent(req, dl, why, false).await;
-                outcome.settled = req.source == Source::Sweep;
-                return (outcome, Finish::Release);
-            }
-        }
-        // A re-send that was refused or never left: nothing new was posted, and the earlier
-        // attempt may still be there. Counted as an attempt; a refusal is not tried again.
-        if let Some(draft) = reconciling {
-            // The kept request can no longer post, and did not: a new attempt is needed.
-            if let Ok(Err(PostError::Gone { message, .. })) = &answer {
-                let why = format!(
-                    "the earlier attempt did not post on {on} and no longer can ({message})"
-                );
-                return self.not_posted(req, dl, draft, &req.run_id, why).await;
-            }
-            let failed = match &answer {
-                Ok(Err(e)) if !e.may_exist() && !matches!(e, PostError::AlreadyExists { .. }) => {
-                    Some((
-                        format!("the re-send to check the earlier attempt on {on} failed ({e})"),
-                        e.is_transient(),
-                    ))
-                }
-                Err(BudgetError::NoTimeLeft) => {
-                    Some((format!("no time left to check with {on}"), true))
-                }
-                _ => None,
-            };
-            if let Some((why, again)) = failed {
-                return self
-                    .unsettled(req, dl, draft, &req.run_id, why, again)
-                    .await;
-            }
-        }
-        match answer {
-            Ok(Ok(created)) => {
-                progress.created(created.id.clone());
-                if let Some(why) = fault("after-create-post").await {
-                    return (
-                        Outcome::new(key, OutcomeKind::PostedNotRecorded, why)
-                            .with_urn(created.id.clone()),
-                        Finish::Keep(created.id.clone()),
-                    );
-                }
-                self.record(
-                    req,
-                    dl,
-                    created,
-                    caption_hash.clone(),
-                    OutcomeKind::Posted,
-                    req.source.as_str(),
-                    progress,
-                )
-                .await
-            }
-            // The earlier attempt (reconciling), or the post the owner suspected was missing
-            // (Post anyway), is on the network: record it, so no later Retry posts it again.
-            Ok(Err(PostError::AlreadyExists { existing, .. }))
-                if reconciling.is_some() || req.action == Action::Force =>
-            {
-                progress.created(existing.id.clone());
-                let source = if reconciling.is_some() {
-                    "reconcile"
-                } else {
-                    "force"
-                };
-                self.record(
-                    req,
-                    dl,
-                    existing,
-                    caption_hash.clone(),
-                    OutcomeKind::AlreadyPosted,
-                    source,
-                    progress,
-                )
-                .await
-            }
-            Ok(Err(PostError::AlreadyExists { existing, .. })) => {
-                let what = existing
-                    .id
-                    .as_deref()
-                    .map_or_else(|| "a post".to_owned(), |id| id.to_owned());
-                let why = format!(
-                    "{on} already has this exact text as {what} (posted by hand, or under another key); nothing new was posted. Change the caption to post it again"
-                );
-                let outcome = self
-                    .fail_after_intent(req, dl, why, false)
-                    .await
-                    .with_urn(existing.id);
-                (outcome, Finish::Release)
-            }
-            Ok(Err(e)) if e.may_exist() => (
-                self.ambiguous(key, dl, e.to_string()).await,
-                Finish::Release,
-            ),
-            Err(BudgetError::TimedOut(b)) => {
-                let why = format!("{on} did not answer the create within {b:?}");
-                (self.ambiguous(key, dl, why).await, Finish::Release)
-            }
-            Ok(Err(e)) => {
-                let retryable = e.is_transient();
-                // A rate limit's reset, as the network named it, holds for the next try too.
-                let wait = rate_limit_wait(&e);
-                (
-                    self.fail_after_intent_until(req, dl, e.to_string(), retryable, wait)
-                        .await,
-                    Finish::Release,
-                )
-            }
-            Err(BudgetError::NoTimeLeft) => (
-                self.fail_after_intent(req, dl, "no time left to send the create".into(), true)
-                    .await,
-                Finish::Release,
-            ),
-        }
     }
 }

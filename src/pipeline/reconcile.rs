@@ -256,7 +256,7 @@ impl Lane {
                     .await;
             }
         }
-        let sending = super::publish::Sending {
+        let sending = super::create::Sending {
             reconciling: Some(draft),
             stamped_at,
         };
@@ -335,20 +335,11 @@ impl Lane {
                 "the draft's image is not stored, so the replay cannot upload it again".into(),
             );
         };
-        let t = self.settings.timeouts;
-        match self
-            .with_retries(
-                dl,
-                t.image,
-                || self.images.fetch(&content.image),
-                ImageError::is_transient,
-                |_| None,
-            )
-            .await
-        {
-            Ok(image) => Ok(Media {
-                bytes: image.bytes,
-                content_type: image.content_type,
+        // The same cover as the first try (the same rendition, byte for byte): the same blob.
+        match self.cover(dl, &content.image).await {
+            Ok(cover) => Ok(Media {
+                bytes: cover.bytes,
+                content_type: cover.format.mime(),
                 alt: pending.alt.clone(),
             }),
             Err(Gave::Error(e)) => Err(format!(

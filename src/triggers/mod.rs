@@ -5,6 +5,7 @@
 pub mod ci;
 pub mod console;
 pub mod mcp;
+pub mod preview;
 pub mod stored;
 pub mod sweep;
 pub mod telegram;
@@ -241,22 +242,7 @@ pub fn parse_draft_from(
 
 /// A local image file: its canonical path, or the field error naming why it cannot be used.
 fn local_image(raw: &str) -> Result<String, FieldError> {
-    let shown: String = raw.chars().take(200).collect();
-    let path = std::fs::canonicalize(raw).map_err(|e| {
-        FieldError::new(
-            "image_url",
-            format!("{shown:?}: {e}; give an https URL or the path of a JPEG, PNG or GIF file on this machine"),
-        )
-    })?;
-    if !path.is_file() {
-        return Err(FieldError::new(
-            "image_url",
-            format!(
-                "{shown:?} is not a file; give an https URL or the path of a JPEG, PNG or GIF file"
-            ),
-        ));
-    }
-    Ok(path.to_string_lossy().into_owned())
+    crate::image::check_local(raw).map_err(|why| FieldError::new("image_url", why))
 }
 
 /// `"captions": {"x": "…", "telegram": "…"}`: a caption per network.

@@ -216,11 +216,12 @@ pub fn list(app: &App) -> Vec<Tool> {
     );
     let preview = Tool::new(
         "preview",
-        "What each target would get for these arguments, checked exactly as post checks them: the exact text, its length counted the network's way against the network's limit, and the image facts known without fetching it. Sends nothing and stores nothing. The per-network image renditions are not shown yet.",
+        "What each target would get for these arguments (or, with only kind and slug, for the draft stored for the key), checked exactly as post checks them: the exact text each network is sent (after its own markup), its length counted the network's way against the network's limit, and the cover each network gets: the original byte for byte where it fits the network's limits, else the rendition made for it (format, bytes, width, height, kind original or rendition), or why it gets none. The cover image is fetched (a read); nothing is sent to any network and nothing is stored.",
         object(draft_schema(app)),
     )
     .with_title("Preview")
-    .with_annotations(read_only("Preview"));
+    // It fetches the cover from its URL: a read of the open world.
+    .with_annotations(read_only("Preview").open_world(true));
     let doctor = Tool::new(
         "doctor",
         "Check every part the configuration would use (stores, network credentials, Telegram), one line each with the fix; ok is true only when all pass. Changes nothing (the claim store is probed with a throwaway claim of its own, taken and released).",
