@@ -14,6 +14,14 @@
 //!   `"swapRecord": null` → 400 `InvalidSwap`; without `swapRecord` → overwritten (an edit);
 //!   a new key → a new post. `getRecord` → the record or 400 `RecordNotFound`.
 //!
+//! - images: `uploadBlob` takes up to the upload cap (5 MiB, a PDS default; 413 over it); the
+//!   image blob's `maxSize` (1,000,000 bytes by default, the limit every PDS takes) and its
+//!   `accept` (`image/*`) are enforced when a record naming the blob is written, as a PDS
+//!   does: 400 `BlobTooLarge` "This file is too large. It is 2.86MB but the maximum size is
+//!   976.56KB." Every blob keeps what arrived ([`Blob::image`]); every record keeps, per image,
+//!   the blob's real facts and the `aspectRatio` it sent ([`Record::images`]), which a PDS does
+//!   not check: tests compare them.
+//!
 //! The record CID is a hash of the record's canonical JSON (sorted keys), not of its
 //! DAG-CBOR encoding: it identifies content the same way, but its value differs from a real
 //! PDS's.
@@ -28,6 +36,8 @@ use unicode_segmentation::UnicodeSegmentation;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use super::received::Received;
+
 pub const HANDLE: &str = "postonce-test.bsky.social";
 pub const DID: &str = "did:plc:ewvi7nxzyoun6zhxrhs64oiz";
 pub const APP_PASSWORD: &str = "bsky-app-pass-SECRET3-wxyz";
@@ -39,9 +49,10 @@ pub const REFRESH_TTL: Duration = Duration::from_secs(90 * 86_400);
 pub const REFRESH_GRACE: Duration = Duration::from_secs(2 * 3600);
 /// How long an unreferenced blob stays ("within minutes").
 pub const BLOB_GRACE: Duration = Duration::from_secs(5 * 60);
-/// The image blob's `maxSize` (since atproto #4823); [`BlueskyFake::set_max_image_bytes`]
-/// sets another (1,000,000 before #4823, still enforced by older PDSs).
-pub const MAX_IMAGE_BYTES: u64 = 2_000_000;
+/// The image blob's `maxSize` every PDS enforces (1,000,000 before atproto #4823, still on
+/// older PDSs); [`BlueskyFake::set_max_image_bytes`] sets another (bsky.social's 2,000,000
+/// since #4823).
+pub const MAX_IMAGE_BYTES: u64 = 1_000_000;
 /// The upload cap (PDS default).
 pub const MAX_UPLOAD_BYTES: usize = 5 * 1024 * 1024;
 
@@ -70,6 +81,26 @@ pub struct Blob {
     pub size: u64,
     /// Fake-clock time of the last upload.
     uploaded: Duration,
+    /// What arrived.
+    pub image: Received,
+}
+
+/// One image of a record as the fake saw it written: the blob it names, that blob's real
+/// facts, and the `aspectRatio` the record gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordImage {
+    pub cid: String,
+    pub image: Received,
+    /// `aspectRatio` as sent: (width, height).
+    pub aspect_ratio: Option<(u64, u64)>,
+}
+
+impl RecordImage {
+    /// Whether the `aspectRatio` sent is the blob's real shape (`None`: none was sent).
+    pub fn aspect_ratio_matches(&self) -> Option<bool> {
+        self.aspect_ratio
+            .map(|(w, h)| w * u64::from(self.image.height) == h * u64::from(self.image.width))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +109,8 @@ pub struct Record {
     pub uri: String,
     pub cid: String,
     pub value: Value,
+    /// The record's images, as written (empty for a record another client wrote).
+    pub images: Vec<RecordImage>,
 }
 
 impl Record {
@@ -163,6 +196,8 @@ struct State {
     issued: Vec<String>,
     next: u64,
     blobs: HashMap<String, Blob>,
+    /// Every body that reached `uploadBlob` (taken or refused), in order.
+    uploads: Vec<Received>,
     blob_grace: Duration,
     max_image_bytes: u64,
     records: BTreeMap<String, Record>,
@@ -399,7 +434,7 @@ fn is_datetime(s: &str) -> bool {
 }
 
 /// The lexicon checks of `app.bsky.feed.post` the fake makes: `Err` is the message.
-fn validate_post(r: &Value, max_image_bytes: u64) -> Result<(), String> {
+fn validate_post(r: &Value) -> Result<(), String> {
     let bad = |m: &str| Err(format!("Invalid app.bsky.feed.post record: {m}"));
     if r.get("$type").and_then(Value::as_str) != Some(COLLECTION) {
         return bad("Record/$type must be app.bsky.feed.post");
@@ -486,9 +521,6 @@ fn validate_post(r: &Value, max_image_bytes: u64) -> Result<(), String> {
                 return bad(&format!(
                     "Record/embed/images/{i}/image should be a blob ref"
                 ));
-            }
-            if blob.and_then(|b| b.get("size")).and_then(Value::as_u64) > Some(max_image_bytes) {
-                return bad(&format!("Record/embed/images/{i}/image file too large"));
             }
             if let Some(ratio) = img.get("aspectRatio") {
                 let dim = |k: &str| ratio.get(k).and_then(Value::as_u64).is_some_and(|n| n >= 1);
@@ -697,10 +729,13 @@ impl State {
         if req.body.is_empty() {
             return invalid("Request body is empty");
         }
+        let declared = header(req, "content-type");
+        let got = Received::of(&req.body, declared);
         if req.body.len() > MAX_UPLOAD_BYTES {
+            self.uploads.push(got.refused("PayloadTooLarge"));
             return error_status(413);
         }
-        let declared = header(req, "content-type");
+        self.uploads.push(got.clone());
         let mime = sniff(&req.body).map(str::to_owned).unwrap_or_else(|| {
             if declared.is_empty() {
                 "application/octet-stream".into()
@@ -718,6 +753,7 @@ impl State {
                 mime_type: mime.clone(),
                 size,
                 uploaded: now,
+                image: got,
             },
         );
         after(
@@ -773,7 +809,7 @@ impl State {
                 "Invalid record key for app.bsky.feed.post: {rkey}"
             ));
         }
-        if let Err(m) = validate_post(record, self.max_image_bytes) {
+        if let Err(m) = validate_post(record) {
             return refuse(self, invalid(&m), "InvalidRequest".into());
         }
         let cid = record_cid(record);
@@ -818,6 +854,23 @@ impl State {
                     "BlobNotFound".into(),
                 );
             };
+            // The image blob's constraints (`maxSize`, `accept: image/*`), checked against the
+            // stored blob as the PDS's `verifyBlob` does, first.
+            if stored.size > self.max_image_bytes {
+                return refuse(
+                    self,
+                    error(
+                        400,
+                        "BlobTooLarge",
+                        &format!(
+                            "This file is too large. It is {} but the maximum size is {}.",
+                            pretty_size(stored.size),
+                            pretty_size(self.max_image_bytes)
+                        ),
+                    ),
+                    "BlobTooLarge".into(),
+                );
+            }
             if b.get("mimeType").and_then(Value::as_str) != Some(stored.mime_type.as_str()) {
                 return refuse(
                     self,
@@ -826,6 +879,20 @@ impl State {
                         "InvalidMimeType",
                         &format!(
                             "Referenced Mimetype does not match stored blob. Expected: {}",
+                            stored.mime_type
+                        ),
+                    ),
+                    "InvalidMimeType".into(),
+                );
+            }
+            if !stored.mime_type.starts_with("image/") {
+                return refuse(
+                    self,
+                    error(
+                        400,
+                        "InvalidMimeType",
+                        &format!(
+                            "Wrong type of file. It is {} but it must match image/*.",
                             stored.mime_type
                         ),
                     ),
@@ -844,6 +911,7 @@ impl State {
                 );
             }
         }
+        let images = self.record_images(record);
         if existing.is_some() {
             self.edits += 1;
         } else {
@@ -856,6 +924,7 @@ impl State {
                 uri: uri.clone(),
                 cid: cid.clone(),
                 value: record.clone(),
+                images,
             },
         );
         self.next += 1;
@@ -899,6 +968,45 @@ impl State {
     }
 }
 
+impl State {
+    /// The images of an `app.bsky.embed.images` record: each blob's real facts and the
+    /// `aspectRatio` sent for it.
+    fn record_images(&self, record: &Value) -> Vec<RecordImage> {
+        let images = record
+            .pointer("/embed/images")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        images
+            .iter()
+            .filter_map(|img| {
+                let cid = img.pointer("/image/ref/$link").and_then(Value::as_str)?;
+                let blob = self.blobs.get(cid)?;
+                let n = |k: &str| img.pointer(k).and_then(Value::as_u64);
+                Some(RecordImage {
+                    cid: cid.to_owned(),
+                    image: blob.image.clone(),
+                    aspect_ratio: n("/aspectRatio/width").zip(n("/aspectRatio/height")),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A size as the PDS's messages give it (the `bytes` package: 1024-based, up to two
+/// decimals, trailing zeros dropped): `976.56KB`, `2.86MB`.
+fn pretty_size(n: u64) -> String {
+    let units = [("GB", 1u64 << 30), ("MB", 1 << 20), ("KB", 1 << 10)];
+    for (unit, size) in units {
+        if n >= size {
+            let v = format!("{:.2}", n as f64 / size as f64);
+            let v = v.trim_end_matches('0').trim_end_matches('.');
+            return format!("{v}{unit}");
+        }
+    }
+    format!("{n}B")
+}
+
 fn cid_commit(n: u64) -> String {
     cid(0x71, format!("commit-{n}").as_bytes())
 }
@@ -913,6 +1021,7 @@ impl BlueskyFake {
             issued: vec![],
             next: 0,
             blobs: HashMap::new(),
+            uploads: Vec::new(),
             blob_grace: BLOB_GRACE,
             max_image_bytes: MAX_IMAGE_BYTES,
             records: BTreeMap::new(),
@@ -985,7 +1094,8 @@ impl BlueskyFake {
         self.with(|s| s.blob_grace = d);
     }
 
-    /// The image blob `maxSize` the record validation enforces (default [`MAX_IMAGE_BYTES`]).
+    /// The image blob `maxSize` enforced when a record is written (default
+    /// [`MAX_IMAGE_BYTES`]).
     pub fn set_max_image_bytes(&self, max: u64) {
         self.with(|s| s.max_image_bytes = max);
     }
@@ -1003,6 +1113,7 @@ impl BlueskyFake {
                     uri,
                     cid,
                     value,
+                    images: vec![],
                 },
             );
         });
@@ -1037,6 +1148,11 @@ impl BlueskyFake {
             s.collect_blobs();
             s.blobs.get(cid).cloned()
         })
+    }
+
+    /// Every body that reached `uploadBlob` (taken or refused), in order.
+    pub fn uploads(&self) -> Vec<Received> {
+        self.with(|s| s.uploads.clone())
     }
 
     pub fn record(&self, rkey: &str) -> Option<Record> {

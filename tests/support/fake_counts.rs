@@ -1,10 +1,12 @@
-//! What each network's fake saw, by network: the posts of one draft and the totals, for tests
-//! that count over several networks (the conformance suite, the chaos and fault tests).
+//! What each network's fake saw, by network: the posts of one draft, the images they carry, and
+//! the totals, for tests that count over several networks (the conformance suite, the chaos and
+//! fault tests, the images issue's end-to-end tests).
 
 use postonce::key::PostKey;
 use postonce::networks::Network;
 
 use super::env::Env;
+use super::received::Received;
 
 impl Env {
     /// The ids of the posts for `key` on `network` at its fake: LinkedIn's commentary, X's
@@ -85,6 +87,61 @@ impl Env {
                 self.threads().publish_requests(),
                 self.threads().posts_created(),
             ),
+        }
+    }
+}
+
+impl Env {
+    /// The images `key`'s posts on `network` carry, as that network's fake received them (for
+    /// Threads, the image it fetched from the container's URL).
+    pub fn images_on(&self, key: &PostKey, network: Network) -> Vec<Received> {
+        let slug = key.slug();
+        match network {
+            Network::Linkedin => self
+                .linkedin
+                .posts_containing(slug)
+                .iter()
+                .filter_map(|p| self.linkedin.image_of(p))
+                .collect(),
+            Network::X => self
+                .x()
+                .posts()
+                .iter()
+                .filter(|p| p.text.contains(slug))
+                .flat_map(|p| self.x().images_of(p))
+                .collect(),
+            Network::Telegram => self
+                .channel()
+                .messages()
+                .into_iter()
+                .filter(|m| m.caption.contains(slug))
+                .map(|m| m.image)
+                .collect(),
+            Network::Mastodon => self
+                .mastodon()
+                .statuses()
+                .iter()
+                .filter(|s| s.text.contains(slug))
+                .flat_map(|s| self.mastodon().images_of(s))
+                .collect(),
+            Network::Bluesky => self
+                .bluesky()
+                .records()
+                .into_iter()
+                .filter(|r| r.text().contains(slug))
+                .flat_map(|r| r.images.into_iter().map(|i| i.image))
+                .collect(),
+            Network::Threads => self
+                .threads()
+                .posts()
+                .into_iter()
+                .filter(|p| p.text.contains(slug))
+                .filter_map(|p| {
+                    p.container
+                        .and_then(|c| self.threads().container(&c))
+                        .and_then(|c| c.image)
+                })
+                .collect(),
         }
     }
 }

@@ -2,6 +2,10 @@
 //! PUT, create-post with `x-restli-id`, the exact error bodies, and LinkedIn's duplicate-content
 //! answer. It counts every create-post request and every post it created.
 //!
+//! The upload PUT holds an image to LinkedIn's documented limits (API-NOTES.md "LinkedIn"):
+//! JPEG, PNG or GIF judged by the bytes, at most 36,152,320 pixels; anything else is refused,
+//! and every image that arrived is kept ([`LinkedInFake::images`]) with its hash and facts.
+//!
 //! Its duplicate check is a setting ([`DuplicateCheck`]), so that a test of "no duplicate" can
 //! run against a fake that *would* create the duplicate: with the check off, or racy the way
 //! LinkedIn's is (a post becomes visible to the check only once it has been processed).
@@ -12,6 +16,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path, path_regex, query_param};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::received::Received;
+
+/// LinkedIn's documented image limit: "under 36,152,320 pixels".
+pub const MAX_PIXELS: u64 = 36_152_320;
+/// The formats LinkedIn documents for images.
+pub const FORMATS: [&str; 3] = ["image/jpeg", "image/png", "image/gif"];
 
 /// How a step answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +84,9 @@ struct State {
     duplicate_answers: u64,
     init_requests: u64,
     uploads: u64,
+    /// Every image PUT that reached the upload route with the right token: (image URN, what
+    /// arrived), in order.
+    images: Vec<(String, Received)>,
     create_mode: Option<Mode>,
     init_mode: Option<Mode>,
     upload_mode: Option<Mode>,
@@ -92,6 +106,7 @@ impl Default for State {
             duplicate_answers: 0,
             init_requests: 0,
             uploads: 0,
+            images: Vec::new(),
             create_mode: None,
             init_mode: None,
             upload_mode: None,
@@ -134,6 +149,31 @@ fn duplicate_body(urn: &str) -> Value {
         "errorDetails": {"inputErrors": [{"description": "Duplicate post is detected", "input": {}, "code": "DUPLICATE_POST"}]},
         "status": 422
     })
+}
+
+/// Why LinkedIn refuses this image, with its answer; `None`: within the documented limits.
+///
+/// API-NOTES.md gives the limits (JPG, PNG, GIF; under 36,152,320 pixels) but no body for a
+/// refused upload: the fake answers 400 in LinkedIn's usual error shape
+/// (`{"message","serviceErrorCode","status"}`); the wording and the code are not confirmed.
+fn image_refusal(got: &Received) -> Option<(String, Value)> {
+    let why = if !got.is_one_of(&FORMATS) {
+        format!(
+            "Unsupported image type {}: JPG, PNG and GIF are supported",
+            got.format.unwrap_or("(unknown)")
+        )
+    } else if got.pixels() > MAX_PIXELS {
+        format!(
+            "Image of {}x{} = {} pixels exceeds the maximum of {MAX_PIXELS} pixels",
+            got.width,
+            got.height,
+            got.pixels()
+        )
+    } else {
+        return None;
+    };
+    let body = json!({"message": why, "serviceErrorCode": 100, "status": 400});
+    Some((why, body))
 }
 
 fn header<'a>(req: &'a Request, name: &str) -> &'a str {
@@ -257,6 +297,14 @@ impl Api {
                 if let Some(r) = fault(&mut st.upload_mode) {
                     return r;
                 }
+                let n = req.url.path().trim_start_matches("/upload/");
+                let urn = format!("urn:li:image:C4E{n}");
+                let got = Received::of(&req.body, header(req, "content-type"));
+                if let Some((why, body)) = image_refusal(&got) {
+                    st.images.push((urn, got.refused(why)));
+                    return now_answer(ResponseTemplate::new(400).set_body_json(body));
+                }
+                st.images.push((urn, got));
                 st.uploads += 1;
                 now_answer(ResponseTemplate::new(201))
             }
@@ -415,8 +463,25 @@ impl LinkedInFake {
         self.with(|s| s.init_requests)
     }
 
+    /// Image PUTs taken (within the limits).
     pub fn uploads(&self) -> u64 {
         self.with(|s| s.uploads)
+    }
+
+    /// Every image that reached the upload PUT (taken or refused), in order.
+    pub fn images(&self) -> Vec<Received> {
+        self.with(|s| s.images.iter().map(|(_, r)| r.clone()).collect())
+    }
+
+    /// The image a post carries, as it was uploaded (its URN's upload).
+    pub fn image_of(&self, post: &Post) -> Option<Received> {
+        self.with(|s| {
+            s.images
+                .iter()
+                .rev()
+                .find(|(urn, r)| *urn == post.image && r.taken())
+                .map(|(_, r)| r.clone())
+        })
     }
 
     pub fn bad_headers(&self) -> u64 {

@@ -13,6 +13,12 @@
 //! fake's clock, which the test moves with [`MastodonFake::advance`] (the clock also dates the
 //! statuses and the rate-limit resets, as a server's clock would).
 //!
+//! The upload holds an image to the instance's own limits, the ones `/api/v2/instance` states
+//! (`configuration.media_attachments`): a type in `supported_mime_types` (judged by the bytes,
+//! as Mastodon's attachment processing does), at most `image_size_limit` bytes, at most
+//! `image_matrix_limit` pixels; each is a setting. Anything else is refused with Mastodon's 422,
+//! and every image that arrived is kept ([`MastodonFake::images`]) with its hash and facts.
+//!
 //! Fault modes are applied before the key check (a rate limiter or a proxy answers before the
 //! application sees the request).
 
@@ -25,6 +31,7 @@ use unicode_segmentation::UnicodeSegmentation;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+use super::received::Received;
 use super::tg_channel::parse_multipart;
 
 /// The account's access token (the `SECRET1` mark lets scripts/test.sh find it in logs).
@@ -36,6 +43,9 @@ pub const KEY_MEMORY: Duration = Duration::from_secs(3600);
 /// The instance's defaults (the docs' example).
 pub const MAX_CHARACTERS: usize = 500;
 pub const IMAGE_SIZE_LIMIT: usize = 16_777_216;
+pub const IMAGE_MATRIX_LIMIT: u64 = 33_177_600;
+/// The image types of `supported_mime_types` (the instance lists video and audio too).
+pub const IMAGE_MIME_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 /// How a call answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +87,8 @@ pub struct MediaItem {
     /// ([`MastodonFake::set_processing_time`]); `None`: by the count of polls only.
     pub ready_at_ms: Option<i64>,
     pub attached_to: Option<String>,
+    /// The file as the fake judged it.
+    pub image: Received,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +121,11 @@ struct State {
     read_mode: Read,
     max_characters: usize,
     image_size_limit: usize,
+    image_matrix_limit: u64,
+    /// The image types of `supported_mime_types`.
+    image_types: Vec<String>,
+    /// Every file that reached `POST /api/v2/media` (taken or refused), in order.
+    images: Vec<Received>,
     requests: u64,
     create_requests: u64,
     key_replays: u64,
@@ -419,6 +436,7 @@ impl State {
     }
 
     fn media_json(&self, m: &MediaItem) -> Value {
+        let (w, h) = (m.image.width, m.image.height);
         let processed = m.pending.is_none();
         let url = processed.then(|| {
             format!(
@@ -433,7 +451,7 @@ impl State {
             "preview_url": format!("{}/system/media_attachments/files/{}/small/cover.png", self.base, m.id),
             "remote_url": null,
             "text_url": null,
-            "meta": {"original": {"width": 1200, "height": 800, "size": "1200x800", "aspect": 1.5}},
+            "meta": {"original": {"width": w, "height": h, "size": format!("{w}x{h}"), "aspect": f64::from(w) / f64::from(h.max(1))}},
             "description": m.description,
             "blurhash": "UFBWY:8_0Jxv4mx]t8t64.%M-:IUWGWAt6M}",
         })
@@ -472,6 +490,36 @@ impl State {
         })
     }
 
+    /// Why the instance refuses this file, as its 422 `error`; `None`: within its limits.
+    ///
+    /// The type: Mastodon judges the file by its contents and answers the documented
+    /// "File content type is invalid" (API-NOTES.md). The size: Paperclip's size validation
+    /// (wording from the fake's earlier versions; not seen verbatim). The pixels: Mastodon's
+    /// `check_image_dimension` raises a `DimensionsValidationError`, answered 422 with its
+    /// message (`"<w>x<h> images are not supported"`, as read from Mastodon's source; not
+    /// confirmed on the wire).
+    fn image_refusal(&self, got: &Received) -> Option<String> {
+        let supported = got
+            .format
+            .is_some_and(|f| self.image_types.iter().any(|t| t == f));
+        if !supported || got.bytes == 0 {
+            return Some("Validation failed: File content type is invalid, File is invalid".into());
+        }
+        if got.bytes > self.image_size_limit {
+            return Some(format!(
+                "Validation failed: File file size must be less than {} Bytes",
+                self.image_size_limit
+            ));
+        }
+        if got.pixels() > self.image_matrix_limit {
+            return Some(format!(
+                "{}x{} images are not supported",
+                got.width, got.height
+            ));
+        }
+        None
+    }
+
     fn upload(&mut self, req: &Request) -> ResponseTemplate {
         if let Some(r) = self.fault(self.upload_mode) {
             return r;
@@ -483,18 +531,10 @@ impl State {
             return unprocessable("Validation failed: File can't be blank");
         };
         let content_type = file.content_type.clone().unwrap_or_default();
-        if !["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&content_type.as_str())
-            || file.data.is_empty()
-        {
-            return unprocessable(
-                "Validation failed: File content type is invalid, File is invalid",
-            );
-        }
-        if file.data.len() > self.image_size_limit {
-            return unprocessable(&format!(
-                "Validation failed: File file size must be less than {} Bytes",
-                self.image_size_limit
-            ));
+        let got = Received::of(&file.data, &content_type);
+        if let Some(why) = self.image_refusal(&got) {
+            self.images.push(got.refused(why.clone()));
+            return unprocessable(&why);
         }
         let description = parts
             .iter()
@@ -521,7 +561,9 @@ impl State {
                 .processing_time
                 .map(|d| real_now_ms() + i64::try_from(d.as_millis()).unwrap_or(0)),
             attached_to: None,
+            image: got.clone(),
         };
+        self.images.push(got);
         let status = if item.pending.is_some() { 202 } else { 200 };
         let body = self.media_json(&item);
         self.media.insert(id, item);
@@ -763,10 +805,12 @@ impl State {
                         "characters_reserved_per_url": 23
                     },
                     "media_attachments": {
-                        "supported_mime_types": ["image/jpeg", "image/png", "image/gif", "image/webp"],
+                        "supported_mime_types": self.image_types.iter().map(String::as_str)
+                            .chain(["video/webm", "video/mp4", "video/quicktime", "audio/mpeg"])
+                            .collect::<Vec<_>>(),
                         "description_limit": 1500,
                         "image_size_limit": self.image_size_limit,
-                        "image_matrix_limit": 33_177_600,
+                        "image_matrix_limit": self.image_matrix_limit,
                         "video_size_limit": 103_809_024,
                         "video_frame_rate_limit": 120,
                         "video_matrix_limit": 8_294_400
@@ -849,6 +893,9 @@ impl MastodonFake {
             read_mode: Read::Normal,
             max_characters: MAX_CHARACTERS,
             image_size_limit: IMAGE_SIZE_LIMIT,
+            image_matrix_limit: IMAGE_MATRIX_LIMIT,
+            image_types: IMAGE_MIME_TYPES.iter().map(|t| (*t).to_owned()).collect(),
+            images: Vec::new(),
             requests: 0,
             create_requests: 0,
             key_replays: 0,
@@ -920,6 +967,32 @@ impl MastodonFake {
 
     pub fn set_image_size_limit(&self, n: usize) {
         self.with(|s| s.image_size_limit = n);
+    }
+
+    /// The most pixels an image may have (`image_matrix_limit`).
+    pub fn set_image_matrix_limit(&self, n: u64) {
+        self.with(|s| s.image_matrix_limit = n);
+    }
+
+    /// The image types the instance takes (the image part of `supported_mime_types`).
+    pub fn set_image_types(&self, types: &[&str]) {
+        self.with(|s| s.image_types = types.iter().map(|t| (*t).to_owned()).collect());
+    }
+
+    /// Every file that reached `POST /api/v2/media` (taken or refused), in order.
+    pub fn images(&self) -> Vec<Received> {
+        self.with(|s| s.images.clone())
+    }
+
+    /// The images a status carries, as they were uploaded.
+    pub fn images_of(&self, status: &Status) -> Vec<Received> {
+        self.with(|s| {
+            status
+                .media_ids
+                .iter()
+                .filter_map(|id| s.media.get(id).map(|m| m.image.clone()))
+                .collect()
+        })
     }
 
     /// Adds a status as if it had been posted `age` ago (other statuses on the timeline).

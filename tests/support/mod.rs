@@ -11,6 +11,7 @@ pub mod images;
 pub mod linkedin;
 pub mod mastodon;
 pub mod pg_proxy;
+pub mod received;
 pub mod serve;
 pub mod services;
 pub mod telegram;

@@ -8,6 +8,11 @@
 //! It counts `sendPhoto` requests and messages posted, and keeps every message (parsed caption,
 //! photo bytes) for the test to look at.
 //!
+//! The photo is held to the limits of `sendPhoto` (API-NOTES.md): JPEG or PNG judged by the
+//! bytes, at most 10,000,000 bytes, width + height at most 10,000, a shape of at most 20:1;
+//! anything else is refused with Telegram's 400, and every photo that arrived is kept
+//! ([`TgChannelFake::images`]) with its hash and facts.
+//!
 //! Kept apart from `telegram.rs` (the owner's report chat, JSON methods, a different state) so
 //! that the channel's counts are never mixed with the report's. In production one bot token and
 //! one `TELEGRAM_API_URL` serve both the reports and the channel; [`TgChannelFake::mount_on`]
@@ -20,6 +25,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::matchers::path_regex;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::received::Received;
+
+/// `sendPhoto`'s limits for an uploaded photo.
+pub const MAX_PHOTO_BYTES: usize = 10_000_000;
+pub const MAX_SIDE_SUM: u32 = 10_000;
+pub const MAX_RATIO: u32 = 20;
 
 /// The channel's numeric id (`-100` + its internal id).
 pub const CHANNEL_ID: i64 = -1_001_234_567_890;
@@ -73,6 +85,8 @@ pub struct ChannelMessage {
     pub photo: Vec<u8>,
     pub photo_content_type: String,
     pub photo_file_name: String,
+    /// The photo as the fake judged it.
+    pub image: Received,
     /// When the `sendPhoto` arrived.
     pub received: std::time::Instant,
 }
@@ -80,6 +94,8 @@ pub struct ChannelMessage {
 struct State {
     mode: ChannelMode,
     messages: Vec<ChannelMessage>,
+    /// Every photo that reached `sendPhoto` (taken or refused), in order.
+    images: Vec<Received>,
     /// Requests of any kind that reached the channel's routes (a wrong token included).
     requests: u64,
     send_photo_requests: u64,
@@ -261,8 +277,23 @@ pub fn parse_html(s: &str) -> Result<String, String> {
     Ok(out)
 }
 
-fn is_image(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"\x89PNG") || bytes.starts_with(&[0xFF, 0xD8]) || bytes.starts_with(b"GIF8")
+/// Why Telegram refuses this photo, as its `description`; `None`: within `sendPhoto`'s limits.
+///
+/// `PHOTO_INVALID_DIMENSIONS` (sides or shape) and `IMAGE_PROCESS_FAILED` (not an image it
+/// takes as a photo) are the answers seen from the Bot API (telepot#135, aiogram,
+/// TelegramBot/Api#302). Over 10 MB, `PHOTO_SAVE_FILE_INVALID` is what Telegram's own API
+/// answered (webogram#1011); the Bot API's wording for it is not confirmed. Telegram may
+/// convert other types (GIF, WebP) itself; the fake takes only the documented JPEG and PNG.
+fn photo_refusal(got: &Received) -> Option<&'static str> {
+    if !got.is_one_of(&["image/jpeg", "image/png"]) || got.width == 0 || got.height == 0 {
+        Some("Bad Request: IMAGE_PROCESS_FAILED")
+    } else if got.bytes > MAX_PHOTO_BYTES {
+        Some("Bad Request: PHOTO_SAVE_FILE_INVALID")
+    } else if got.width + got.height > MAX_SIDE_SUM || got.shape_over(MAX_RATIO) {
+        Some("Bad Request: PHOTO_INVALID_DIMENSIONS")
+    } else {
+        None
+    }
 }
 
 impl Api {
@@ -331,9 +362,15 @@ impl Api {
         else {
             return err(400, "Bad Request: there is no photo in the request");
         };
-        if photo.data.is_empty() || !is_image(&photo.data) {
-            return err(400, "Bad Request: IMAGE_PROCESS_FAILED");
+        let image = Received::of(
+            &photo.data,
+            photo.content_type.as_deref().unwrap_or_default(),
+        );
+        if let Some(why) = photo_refusal(&image) {
+            st.images.push(image.refused(why));
+            return err(400, why);
         }
+        st.images.push(image.clone());
         let caption_sent = text("caption").unwrap_or_default();
         let parse_mode = text("parse_mode").filter(|m| !m.is_empty());
 
@@ -409,6 +446,7 @@ impl Api {
             photo: photo.data.clone(),
             photo_content_type: photo.content_type.clone().unwrap_or_default(),
             photo_file_name: photo.file_name.clone().unwrap_or_default(),
+            image: image.clone(),
             received: std::time::Instant::now(),
         });
         let chat = self.chat();
@@ -417,7 +455,7 @@ impl Api {
             "sender_chat": chat,
             "chat": chat,
             "date": 1_764_756_000,
-            "photo": [{"file_id": format!("AgAC{message_id}"), "file_unique_id": format!("AQAD{message_id}"), "file_size": photo.data.len(), "width": 90, "height": 60}],
+            "photo": [{"file_id": format!("AgAC{message_id}"), "file_unique_id": format!("AQAD{message_id}"), "file_size": photo.data.len(), "width": image.width, "height": image.height}],
             "caption": caption,
         }));
         match mode {
@@ -500,6 +538,7 @@ impl TgChannelFake {
         let state = Arc::new(Mutex::new(State {
             mode: ChannelMode::Normal,
             messages: vec![],
+            images: vec![],
             requests: 0,
             send_photo_requests: 0,
             methods: vec![],
@@ -560,6 +599,11 @@ impl TgChannelFake {
 
     pub fn messages(&self) -> Vec<ChannelMessage> {
         self.with(|s| s.messages.clone())
+    }
+
+    /// Every photo that reached `sendPhoto` (taken or refused), in order.
+    pub fn images(&self) -> Vec<Received> {
+        self.with(|s| s.images.clone())
     }
 
     /// The methods called with the right token, in order.

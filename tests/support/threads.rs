@@ -3,7 +3,9 @@
 //! **container** from form fields (`media_type=IMAGE`, `image_url`, `text`, `alt_text`), the
 //! image **fetched by the fake itself** from `image_url` as Threads does, the container's status
 //! (`IN_PROGRESS` until the image is fetched and a configurable processing time has passed, then
-//! `FINISHED`; `ERROR` when the image cannot be fetched or is not a JPEG/PNG; `EXPIRED` 24 hours
+//! `FINISHED`; `ERROR` when the image cannot be fetched or is outside Threads' image limits
+//! (JPEG or PNG judged by the bytes, at most 8,000,000 bytes, 320 to 1440 pixels wide, a shape
+//! of at most 10:1; the fetched image is kept on the container, [`Container::image`]); `EXPIRED` 24 hours
 //! after it was made, on the fake's clock; `PUBLISHED`), `POST /v1.0/{user}/threads_publish`
 //! with `creation_id`, `GET /v1.0/{id}` for a container or a post, the account's posts newest
 //! first with cursor paging, the publishing quota (250 per 24 hours), and Graph error bodies
@@ -27,6 +29,15 @@ use serde_json::{json, Value};
 use unicode_segmentation::UnicodeSegmentation;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::received::Received;
+
+/// Threads' image limits (API-NOTES.md "Threads": "JPEG or PNG, ≤ 8 MB, width 320–1440 px,
+/// aspect ratio up to 10:1").
+pub const MAX_IMAGE_BYTES: usize = 8_000_000;
+pub const MIN_WIDTH: u32 = 320;
+pub const MAX_WIDTH: u32 = 1440;
+pub const MAX_RATIO: u32 = 10;
 
 /// The account's access token (the `SECRET1` mark lets scripts/test.sh find it in logs).
 pub const TOKEN: &str = "THAAHq2ZbW9x-threads-SECRET1-T0k3nV4lu3";
@@ -76,8 +87,11 @@ pub struct Container {
     pub created_ms: i64,
     /// Processing ends at this real time (Unix ms).
     pub ready_at_ms: i64,
-    /// The image fetch: `None` while it runs; `Some(Err(why))` when it failed.
+    /// The image fetch: `None` while it runs; `Some(Err(why))` when it failed or the image
+    /// is outside the limits (the container is then in `ERROR`).
     pub fetched: Option<Result<usize, String>>,
+    /// The image as fetched (taken or refused); `None` before the fetch, or when nothing came.
+    pub image: Option<Received>,
     pub published_as: Option<String>,
     /// Set by the test: the container is in ERROR (or EXPIRED) whatever else.
     pub forced: Option<&'static str>,
@@ -209,32 +223,72 @@ pub fn fake_len(text: &str, counting: Counting) -> usize {
     }
 }
 
-/// Fetches an image as Threads does, off the server's thread: `Ok(bytes)` for a JPEG or PNG of
-/// at most 8 MB, else why not.
-fn fetch_image(url: &str) -> Result<usize, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// Why Threads refuses an image it fetched; `None`: within its limits.
+///
+/// Meta's posts page states the limits; a wider image "is scaled down" there, but the fake
+/// refuses it like the rest, so that an image postonce's capabilities rule out (1440 wide at
+/// most) shows when it reaches Threads. How Threads answers a refused image is not
+/// documented: the container goes to `ERROR` (its `error_message` stays `UNKNOWN`).
+fn image_refusal(got: &Received) -> Option<String> {
+    if !got.is_one_of(&["image/jpeg", "image/png"]) {
+        Some("not a JPEG or PNG".into())
+    } else if got.bytes > MAX_IMAGE_BYTES {
+        Some(format!("{} bytes, over {MAX_IMAGE_BYTES}", got.bytes))
+    } else if got.width < MIN_WIDTH || got.width > MAX_WIDTH {
+        Some(format!(
+            "{} pixels wide, outside {MIN_WIDTH}–{MAX_WIDTH}",
+            got.width
+        ))
+    } else if got.shape_over(MAX_RATIO) {
+        Some(format!(
+            "{}×{}, a shape over {MAX_RATIO}:1",
+            got.width, got.height
+        ))
+    } else {
+        None
+    }
+}
+
+/// Fetches an image as Threads does, off the server's thread: `Ok(bytes)` for an image within
+/// Threads' limits, else why not; and what arrived, if anything did.
+fn fetch_image(url: &str) -> (Result<usize, String>, Option<Received>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+    {
+        Ok(rt) => rt,
+        Err(e) => return (Err(e.to_string()), None),
+    };
     rt.block_on(async {
-        let client = reqwest::Client::builder()
+        let client = match reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .build()
-            .map_err(|e| e.to_string())?;
-        let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
+        {
+            Ok(c) => c,
+            Err(e) => return (Err(e.to_string()), None),
+        };
+        let resp = match client.get(url).send().await {
+            Ok(r) => r,
+            Err(e) => return (Err(e.to_string()), None),
+        };
         if !resp.status().is_success() {
-            return Err(format!("the image answered {}", resp.status()));
+            return (Err(format!("the image answered {}", resp.status())), None);
         }
-        let bytes = resp.bytes().await.map_err(|e| e.to_string())?;
-        let png = bytes.starts_with(b"\x89PNG\r\n\x1a\n");
-        let jpeg = bytes.starts_with(&[0xFF, 0xD8, 0xFF]);
-        if !(png || jpeg) {
-            return Err("not a JPEG or PNG".into());
+        let declared = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return (Err(e.to_string()), None),
+        };
+        let got = Received::of(&bytes, &declared);
+        match image_refusal(&got) {
+            Some(why) => (Err(why.clone()), Some(got.refused(why))),
+            None => (Ok(bytes.len()), Some(got)),
         }
-        if bytes.len() > 8 * 1024 * 1024 {
-            return Err("over 8 MB".into());
-        }
-        Ok(bytes.len())
     })
 }
 
@@ -364,6 +418,7 @@ impl State {
             created_ms: self.now_ms(),
             ready_at_ms: real_now_ms() + i64::try_from(self.processing.as_millis()).unwrap_or(0),
             fetched: if fetch { None } else { Some(Ok(0)) },
+            image: None,
             published_as: None,
             forced: None,
         };
@@ -373,10 +428,11 @@ impl State {
             let state = state.clone();
             let cid = id.clone();
             std::thread::spawn(move || {
-                let got = fetch_image(&url);
+                let (got, image) = fetch_image(&url);
                 let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(c) = st.containers.get_mut(&cid) {
                     c.fetched = Some(got);
+                    c.image = image;
                 }
             });
         }
@@ -803,6 +859,14 @@ impl ThreadsFake {
 
     pub fn posts(&self) -> Vec<Post> {
         self.with(|s| s.posts.clone())
+    }
+
+    /// Every image the fake fetched for a container (taken or refused), in container order.
+    pub fn images(&self) -> Vec<Received> {
+        self.containers()
+            .into_iter()
+            .filter_map(|c| c.image)
+            .collect()
     }
 
     /// Posts that exist (published or seeded).

@@ -6,6 +6,11 @@
 //! appended for attached media, `&`, `<`, `>` escaped, `meta.next_token` paging), and answers
 //! the documented error bodies and rate-limit headers.
 //!
+//! The media upload holds an image to X's documented limits (API-NOTES.md "X API v2":
+//! "≤ 5 MB; JPG, PNG, GIF, WEBP"): the type judged by the bytes, at most 5,000,000 bytes;
+//! anything else is refused with a 400, and every image that arrived is kept
+//! ([`XFake::images`]) with its hash and facts.
+//!
 //! Its duplicate check is a setting ([`DuplicateCheck`]): off (every create makes a post) or
 //! racy (a post becomes visible to the check, and to the timeline, only after `processing`).
 
@@ -19,6 +24,13 @@ use serde_json::{json, Value};
 use sha1::Sha1;
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::received::Received;
+
+/// X's image limit: 5 MB (decimal, as postonce's capabilities read it).
+pub const MAX_IMAGE_BYTES: usize = 5_000_000;
+/// The image types X takes.
+pub const FORMATS: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 pub const CONSUMER_KEY: &str = "x-consumer-key-SECRET5";
 pub const CONSUMER_SECRET: &str = "x-consumer-secret-SECRET6";
@@ -90,6 +102,8 @@ pub struct Media {
     pub alt: Option<String>,
     /// `multipart` or `json`.
     pub form: &'static str,
+    /// What arrived.
+    pub image: Received,
 }
 
 #[derive(Debug, Clone)]
@@ -108,6 +122,8 @@ struct State {
     duplicate_check: DuplicateCheck,
     next: u64,
     media: HashMap<String, Media>,
+    /// Every image that reached the upload (taken or refused), in order.
+    images: Vec<Received>,
     posts: Vec<Post>,
     nonces: HashSet<String>,
     create_requests: u64,
@@ -559,22 +575,48 @@ impl State {
         if category.as_deref() != Some("tweet_image") || bytes.is_empty() {
             return json_answer(400, error_body(400));
         }
+        let got = Received::of(&bytes, &content_type);
+        // X's 400 problem JSON (API-NOTES.md); the `detail` wording for an image over the
+        // limit or of a type X does not take is not confirmed.
+        let refusal = if !got.is_one_of(&FORMATS) {
+            Some(format!(
+                "The media type {} is not supported: JPG, PNG, GIF and WEBP are",
+                got.format.unwrap_or("(unknown)")
+            ))
+        } else if got.bytes > MAX_IMAGE_BYTES {
+            Some(format!(
+                "The media size {} bytes exceeds the limit of {MAX_IMAGE_BYTES} bytes for images",
+                got.bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            self.images.push(got.refused(why.clone()));
+            return json_answer(
+                400,
+                json!({"title": "Invalid Request", "detail": why, "type": "https://api.x.com/2/problems/invalid-request"}),
+            );
+        }
+        self.images.push(got.clone());
         self.next += 1;
         let id = format!("18800281060205{:05}", self.next);
         let size = bytes.len();
+        let (image_type, w, h) = (got.format.unwrap_or_default(), got.width, got.height);
         self.media.insert(
             id.clone(),
             Media {
                 id: id.clone(),
                 bytes: size,
-                content_type: content_type.clone(),
+                content_type,
                 alt: None,
                 form,
+                image: got,
             },
         );
         json_answer(
             200,
-            json!({"data": {"id": id, "media_key": format!("3_{id}"), "size": size, "expires_after_secs": 86400, "image": {"image_type": if content_type.is_empty() { "image/png".to_owned() } else { content_type }, "w": 1200, "h": 800}}}),
+            json!({"data": {"id": id, "media_key": format!("3_{id}"), "size": size, "expires_after_secs": 86400, "image": {"image_type": image_type, "w": w, "h": h}}}),
         )
     }
 
@@ -761,6 +803,7 @@ impl XFake {
             duplicate_check: DuplicateCheck::INSTANT,
             next: 0,
             media: HashMap::new(),
+            images: Vec::new(),
             posts: Vec::new(),
             nonces: HashSet::new(),
             create_requests: 0,
@@ -843,6 +886,21 @@ impl XFake {
 
     pub fn media(&self, id: &str) -> Option<Media> {
         self.with(|s| s.media.get(id).cloned())
+    }
+
+    /// Every image that reached the media upload (taken or refused), in order.
+    pub fn images(&self) -> Vec<Received> {
+        self.with(|s| s.images.clone())
+    }
+
+    /// The images a post carries, as they were uploaded.
+    pub fn images_of(&self, post: &Post) -> Vec<Received> {
+        self.with(|s| {
+            post.media_ids
+                .iter()
+                .filter_map(|id| s.media.get(id).map(|m| m.image.clone()))
+                .collect()
+        })
     }
 
     pub fn upload_requests(&self) -> u64 {
