@@ -159,7 +159,11 @@ fn image(data: &[u8]) {
         if u64::from(img.width) * u64::from(img.height) <= 1024 {
             // Decoded strictly; one input in 16 is also rendered (a 200-byte limit).
             let limits = postonce::image::ImageLimits {
-                max_bytes: if data.len().is_multiple_of(16) { 200 } else { 0 },
+                max_bytes: if data.len().is_multiple_of(16) {
+                    200
+                } else {
+                    0
+                },
                 ..postonce::image::ImageLimits::default()
             };
             let _ = postonce::image::cover_blocking(&img, &limits, true);

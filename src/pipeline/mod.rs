@@ -290,7 +290,8 @@ impl Lane {
 }
 
 impl Pipeline {
-    pub(super) async fn report(&self, req: &PostRequest, outcome: &Outcome, dl: &Deadline) {
+    /// Sends the run's report; whether it was delivered.
+    pub(super) async fn report(&self, req: &PostRequest, outcome: &Outcome, dl: &Deadline) -> bool {
         match dl
             .finish(
                 self.settings.timeouts.telegram,
@@ -298,9 +299,46 @@ impl Pipeline {
             )
             .await
         {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "report failed; the outcome stands"),
-            Err(e) => tracing::warn!(error = %e, "report failed; the outcome stands"),
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "report failed; the outcome stands");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "report failed; the outcome stands");
+                false
+            }
+        }
+    }
+
+    /// A delivered report told the owner of each target refused for good (a bad cover, revoked
+    /// credentials): marked told, so the sweeper does not tell them again. A report that was
+    /// not delivered leaves them to the sweeper, which tells them once.
+    pub(super) async fn told_of_refusals(
+        &self,
+        req: &PostRequest,
+        outcome: &Outcome,
+        dl: &Deadline,
+    ) {
+        let parts = if outcome.parts.is_empty() {
+            std::slice::from_ref(outcome)
+        } else {
+            outcome.parts.as_slice()
+        };
+        for part in parts {
+            if part.outcome != OutcomeKind::Failed || part.retryable || part.misconfigured {
+                continue;
+            }
+            if let Some(lane) = self.lane(part.network) {
+                lane.note(
+                    &req.key.on(part.network),
+                    dl,
+                    &DraftUpdate::Reminded,
+                    &[DraftStatus::Failed],
+                    "that the run's report told the owner",
+                )
+                .await;
+            }
         }
     }
 

@@ -312,8 +312,8 @@ impl Pipeline {
                 .all(|p| p.outcome == OutcomeKind::BeingPosted || p.settled);
         let outcome = Outcome::combine(&req.key, parts);
         tracing::info!(outcome = outcome.outcome.as_str(), retryable = outcome.retryable, detail = %outcome.detail, "run ended");
-        if !quiet {
-            self.report(&req, &outcome, &dl).await;
+        if !quiet && self.report(&req, &outcome, &dl).await {
+            self.told_of_refusals(&req, &outcome, &dl).await;
         }
         outcome
     }
