@@ -96,8 +96,11 @@ fn messages_about(env: &Env, target: &PostKey) -> Vec<String> {
         .collect()
 }
 
-/// The sweeper's messages that put `target` in front of its owner.
+/// The messages that put `target` in front of its owner: the sweeper's, or the report of a
+/// run (a sweep's) that ended it refused for good, which tells the owner itself (the sweeper
+/// then adds nothing: told once). Each draft here has one target.
 fn told(env: &Env, target: &PostKey) -> usize {
+    let refused = format!("❌ Not posted: {}", target.base());
     env.telegram
         .requests_for("sendMessage")
         .into_iter()
@@ -105,6 +108,8 @@ fn told(env: &Env, target: &PostKey) -> usize {
         .filter(|t| {
             t.starts_with(&format!("Reminder: {target} "))
                 || t.starts_with(&format!("{target} needs you"))
+                || t == &refused
+                || t.starts_with(&format!("{refused}\n"))
         })
         .count()
 }
