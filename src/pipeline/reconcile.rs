@@ -173,8 +173,8 @@ impl Lane {
             );
         }
         // The image a replay carries, before anything is recorded: without it nothing is sent.
-        let media = match self.replay_media(dl, draft, pending).await {
-            Ok(media) => media,
+        let (media, sent) = match self.replay_media(dl, draft, pending).await {
+            Ok(replayed) => replayed,
             Err(why) => {
                 return self
                     .unsettled(req, dl, draft, &pending.run, why, true)
@@ -260,8 +260,14 @@ impl Lane {
             reconciling: Some(draft),
             stamped_at,
         };
-        self.create(req, dl, &post, &media, hash, sending, progress)
-            .await
+        let (mut outcome, finish) = self
+            .create(req, dl, &post, &media, hash, sending, progress)
+            .await;
+        // The cover a replay uploaded again is shown, as a first try's is.
+        if sent.is_some() {
+            outcome.image = sent;
+        }
+        (outcome, finish)
     }
 
     /// A check that settled nothing and sent nothing: counted on the draft as an attempt. While
@@ -321,14 +327,14 @@ impl Lane {
         dl: &Deadline,
         draft: &Draft,
         pending: &PendingPost,
-    ) -> Result<Media, String> {
+    ) -> Result<(Media, Option<crate::image::Sent>), String> {
         let none = Media {
             bytes: bytes::Bytes::new(),
             content_type: "",
             alt: pending.alt.clone(),
         };
         if !self.adapter.capabilities().client_chosen_id() {
-            return Ok(none);
+            return Ok((none, None));
         }
         let Some(content) = &draft.content else {
             return Err(
@@ -337,11 +343,14 @@ impl Lane {
         };
         // The same cover as the first try (the same rendition, byte for byte): the same blob.
         match self.cover(dl, &content.image).await {
-            Ok(cover) => Ok(Media {
-                bytes: cover.bytes,
-                content_type: cover.format.mime(),
-                alt: pending.alt.clone(),
-            }),
+            Ok(cover) => Ok((
+                Media {
+                    bytes: cover.bytes.clone(),
+                    content_type: cover.format.mime(),
+                    alt: pending.alt.clone(),
+                },
+                Some(cover.sent()),
+            )),
             Err(Gave::Error(e)) => Err(format!(
                 "could not fetch the image again for the replay: {e}"
             )),
