@@ -14,7 +14,7 @@ use image::{AnimationDecoder, DynamicImage, ImageDecoder};
 
 use super::format::{check_complete, header, Format, Header};
 
-/// The most pixels postonce decodes: LinkedIn's documented limit, above every other network's.
+/// The most pixels postonce decodes: the largest pixel limit any network documents.
 /// A header that declares more is refused before decoding (a decompression bomb is a small file
 /// that declares a huge image).
 pub const MAX_PIXELS: u64 = 36_152_320;
@@ -53,7 +53,7 @@ pub fn declared(bytes: &[u8]) -> Result<Header, String> {
     }
     if h.pixels() > MAX_PIXELS {
         return Err(format!(
-            "the {format} declares {}×{} = {} pixels, more than the {MAX_PIXELS} any network takes (LinkedIn's limit); it was not decoded",
+            "the {format} declares {}×{} = {} pixels, more than the {MAX_PIXELS} any network takes; it was not decoded",
             h.width,
             h.height,
             h.pixels()

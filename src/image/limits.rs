@@ -13,13 +13,13 @@ pub struct ImageLimits {
     pub max_bytes: u64,
     /// The most pixels (width × height).
     pub max_pixels: Option<u64>,
-    /// The most width + height (Telegram: 10,000).
+    /// The most width + height.
     pub max_side_sum: Option<u32>,
-    /// The longer side over the shorter at most this (Telegram 20, Threads 10).
+    /// The longer side over the shorter at most this.
     pub max_ratio: Option<u32>,
-    /// The narrowest width it takes (Threads: 320). Never reached by upscaling.
+    /// The narrowest width it takes. Never reached by upscaling.
     pub min_width: Option<u32>,
-    /// The widest width it takes (Threads: 1440).
+    /// The widest width it takes.
     pub max_width: Option<u32>,
 }
 
@@ -128,7 +128,7 @@ impl ImageLimits {
 mod tests {
     use super::*;
 
-    fn telegram() -> ImageLimits {
+    fn sides_and_shape() -> ImageLimits {
         ImageLimits {
             formats: Formats::of(&[Format::Jpeg, Format::Png]),
             max_bytes: 10_000_000,
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn each_limit_is_named_and_says_whether_a_rendition_helps() {
-        let t = telegram();
+        let t = sides_and_shape();
         assert!(t.check(&facts(Format::Png, 9_000_000, 4000, 3000)).is_ok());
         let over = t
             .check(&facts(Format::Png, 10_000_001, 100, 100))

@@ -20,7 +20,7 @@ pub use fetch::{is_public, ImageFetcher, OriginPolicy};
 pub use format::{Format, Formats};
 pub use limits::ImageLimits;
 
-/// The download cap (URLs and local files). LinkedIn documents no byte limit; third parties
+/// The download cap (URLs and local files). Some networks document no byte limit; third parties
 /// report 5-8 MB.
 pub const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
 

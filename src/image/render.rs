@@ -1,8 +1,8 @@
 //! A rendition of a decoded cover within one network's limits: a format it takes (JPEG, or PNG
 //! where JPEG is not taken), shrunk by quality first, then by size, keeping the aspect ratio and
 //! never enlarging. Everything here is integer arithmetic or the `image` crate's scalar code,
-//! with no threads and no clock, so the same original under the same limits gives the same
-//! bytes in every run, process and machine (Bluesky's replay of a record needs the same blob).
+//! single-threaded and with no clock, so the same original under the same limits gives the same
+//! bytes in every run, process and machine (a replay at a client-chosen key needs the same blob).
 
 use std::borrow::Cow;
 use std::io::Cursor;

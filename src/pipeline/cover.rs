@@ -2,7 +2,7 @@
 //! what this network gets picked from its capabilities: the original byte for byte where it
 //! fits the network's limits, else a rendition that does (the same bytes on every try, so a
 //! replay at a client-chosen key finds the same blob). A network that fetches the image itself
-//! (Threads) gets the original or nothing. Once per (draft, target) per run.
+//! gets the original or nothing. Once per (draft, target) per run.
 
 use super::*;
 use crate::image::Cover;

@@ -172,7 +172,7 @@ impl Lane {
         }
 
         let post = self.adapter.prepare(text, &uploaded, &key.to_string());
-        // What the network makes before the create names it (Threads' container): made before
+        // What the network makes before the create names it (a container, for a network that stages one): made before
         // the intent, so that the intent keeps it; safe to repeat, since only the request it
         // answers (the one kept) ever uses it.
         let post = match self

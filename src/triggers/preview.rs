@@ -45,7 +45,7 @@ pub enum CaptionFrom {
 }
 
 impl CaptionFrom {
-    /// `caption`, `caption_for.x`, `stored`, `stored.linkedin`.
+    /// `caption`, `caption_for.<target>`, `stored`, `stored.<target>`.
     pub fn as_field(&self) -> String {
         match self {
             Self::Caption => "caption".into(),
@@ -97,7 +97,7 @@ impl Original {
 pub struct TargetPreview {
     pub network: Network,
     /// The exact text sent: [`TargetPreview::plain`] after the network's own markup
-    /// (LinkedIn's little-text escapes, the Telegram caption's HTML).
+    /// (escapes or markup the network's adapter adds).
     pub text: String,
     /// The draft's text for this network (the caption, with the link appended when the
     /// caption does not carry it): what the network shows, and what is counted.
@@ -142,7 +142,7 @@ impl TargetPreview {
         })
     }
 
-    /// `linkedin: 61/3000 characters; image: PNG 3000000 bytes, 1000×1000, the original`.
+    /// `<target>: 61/3000 characters; image: PNG 3000000 bytes, 1000×1000, the original`.
     pub fn line(&self) -> String {
         let mut line = format!(
             "{}: {}/{} {}",
