@@ -48,30 +48,38 @@ struct Cli {
     verbose: u8,
 }
 
+/// The draft a command acts on, as `post` and `preview` take it: its key and, optionally, its
+/// content (without --caption/--image, the stored draft).
+#[derive(clap::Args, Debug)]
+pub(super) struct DraftArgs {
+    #[arg(long)]
+    kind: String,
+    #[arg(long)]
+    slug: String,
+    #[arg(long)]
+    caption: Option<String>,
+    /// An https URL, or a local JPEG/PNG/GIF/WebP file.
+    #[arg(long)]
+    image: Option<String>,
+    #[arg(long)]
+    link: Option<String>,
+    #[arg(long)]
+    alt: Option<String>,
+    /// The networks, comma-separated (linkedin,x,telegram); default: the draft's, or
+    /// POSTONCE_TARGETS.
+    #[arg(long, value_delimiter = ',')]
+    targets: Vec<String>,
+    /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
+    #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
+    caption_for: Vec<String>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the pipeline once for a draft; without --caption/--image, post the stored draft.
     Post {
-        #[arg(long)]
-        kind: String,
-        #[arg(long)]
-        slug: String,
-        #[arg(long)]
-        caption: Option<String>,
-        /// An https URL, or a local JPEG/PNG/GIF file.
-        #[arg(long)]
-        image: Option<String>,
-        #[arg(long)]
-        link: Option<String>,
-        #[arg(long)]
-        alt: Option<String>,
-        /// The networks to post to, comma-separated (linkedin,x,telegram); default
-        /// POSTONCE_TARGETS.
-        #[arg(long, value_delimiter = ',')]
-        targets: Vec<String>,
-        /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
-        #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
-        caption_for: Vec<String>,
+        #[command(flatten)]
+        draft: DraftArgs,
         /// Publish at this time instead of now: RFC 3339 with a zone
         /// (2026-12-07T09:00:00+01:00); at most a year ahead. The sweeper posts it then.
         #[arg(long, value_name = "TIME")]
@@ -265,29 +273,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     }
     // Bad input is refused before any client is built or anything is stored.
     let post = match &cli.command {
-        Command::Post {
-            kind,
-            slug,
-            caption,
-            image,
-            link,
-            alt,
-            targets,
-            caption_for,
-            at,
-            ..
-        } => match post_request(
-            &config,
-            kind,
-            slug,
-            caption,
-            image,
-            link,
-            alt,
-            targets,
-            caption_for,
-            at,
-        ) {
+        Command::Post { draft, at, .. } => match post_request(&config, draft, at) {
             Ok(req) => Some(req),
             Err(e) => return bad_input(e),
         },
@@ -474,19 +460,21 @@ async fn db_migrate(_config: &Config) -> i32 {
     bad_input("this build has no PostgreSQL support: build it with `cargo build --release --features postgres`")
 }
 
-#[allow(clippy::too_many_arguments)]
 fn post_request(
     config: &Config,
-    kind: &str,
-    slug: &str,
-    caption: &Option<String>,
-    image: &Option<String>,
-    link: &Option<String>,
-    alt: &Option<String>,
-    targets: &[String],
-    caption_for: &[String],
+    draft: &DraftArgs,
     at: &Option<String>,
 ) -> Result<PostRequest, String> {
+    let DraftArgs {
+        kind,
+        slug,
+        caption,
+        image,
+        link,
+        alt,
+        targets,
+        caption_for,
+    } = draft;
     let key = PostKey::new(kind, slug).map_err(|e| e.to_string())?;
     let publish_at = match at {
         Some(raw) => Some(

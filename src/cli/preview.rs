@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::json;
 
-use super::{bad_input, post_request, EXIT_BAD_INPUT};
+use super::{bad_input, post_request, DraftArgs, EXIT_BAD_INPUT};
 use crate::app::App;
 use crate::budget::Deadline;
 use crate::config::Config;
@@ -27,29 +27,11 @@ use crate::triggers::ParsedRun;
 /// The arguments of `postonce preview`.
 #[derive(Args, Debug)]
 pub(super) struct PreviewArgs {
-    #[arg(long)]
-    kind: String,
-    #[arg(long)]
-    slug: String,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// The folder to write into (made if missing); default ./postonce-preview/<kind>-<slug>.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Preview this draft instead of the stored one (as `post --caption`).
-    #[arg(long)]
-    caption: Option<String>,
-    /// An https URL, or a local JPEG/PNG/GIF/WebP file.
-    #[arg(long)]
-    image: Option<String>,
-    #[arg(long)]
-    link: Option<String>,
-    #[arg(long)]
-    alt: Option<String>,
-    /// The networks to preview, comma-separated; default: the draft's (or POSTONCE_TARGETS).
-    #[arg(long, value_delimiter = ',')]
-    targets: Vec<String>,
-    /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
-    #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
-    caption_for: Vec<String>,
     /// Print the preview JSON (with the files written) instead of text.
     #[arg(long)]
     pub(super) json: bool,
@@ -66,18 +48,7 @@ pub(super) struct Checked {
 /// # Errors
 /// The message for people (exit 2).
 pub(super) fn check(config: &Config, a: &PreviewArgs) -> Result<Checked, String> {
-    let req = post_request(
-        config,
-        &a.kind,
-        &a.slug,
-        &a.caption,
-        &a.image,
-        &a.link,
-        &a.alt,
-        &a.targets,
-        &a.caption_for,
-        &None,
-    )?;
+    let req = post_request(config, &a.draft, &None)?;
     let out = a
         .out
         .clone()
@@ -259,7 +230,7 @@ background:#fafafa;border:1px solid #e4e4e7;padding:.5rem;font-size:.9rem}\
 img{max-width:100%;height:auto;border:1px solid #e4e4e7}.facts{font-size:.85rem;color:#3f3f46}\
 .refused{color:#b91c1c}.note{color:#71717a;font-size:.85rem}";
 
-/// `the Telegram channel` → `The Telegram channel`.
+/// A label that starts in lower case (`the … channel`) → `The … channel`.
 fn heading(label: &str) -> String {
     let mut chars = label.chars();
     chars
