@@ -833,6 +833,9 @@ async fn forget_draft(env: &Env, stores: Stores, key: &PostKey) {
 /// the intent reads the record: answered as posted, not failed). Both stores.
 #[tokio::test]
 async fn a_draft_sent_again_after_its_draft_expired_is_answered_from_the_record() {
+    // Fail points are process-wide: without its turn, another test's `after-create-post`
+    // could fire in this test's runs (seen once: posted_not_recorded).
+    let _turn = TURN.lock().await;
     for stores in [Stores::Real, Stores::Local, Stores::Postgres] {
         let env = Env::with(stores, &[]).await;
         env.linkedin.set_duplicate_check(DuplicateCheck::Off);
