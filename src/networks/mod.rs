@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod capabilities;
 pub mod http;
+pub mod links;
 pub mod show;
 
 use std::collections::BTreeMap;

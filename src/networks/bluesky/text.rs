@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::{MAX_TEXT, MAX_TEXT_BYTES};
+use crate::networks::links::{url_end, UrlRules};
 
 /// The text's length in extended grapheme clusters (an emoji family, a flag, `e` with a
 /// combining accent each count 1), as the lexicon counts `maxGraphemes`.
@@ -38,116 +39,56 @@ pub struct Link {
     pub uri: String,
 }
 
-const GENERIC_TLDS: &[&str] = &[
-    "com", "net", "org", "info", "biz", "edu", "gov", "io", "co", "me", "app", "dev", "page",
-    "blog", "xyz", "online", "site", "tech", "store", "shop", "news", "club", "link", "live",
-    "cloud", "art", "design", "studio", "social", "email", "website", "space", "ai",
-];
+/// How the app finds links: `http(s)://` URLs, and bare domains with a common generic
+/// top-level domain; not inside a word, a mention, a tag or another URL.
+const URLS: UrlRules = UrlRules {
+    bare_tlds: Some(&[
+        "com", "net", "org", "info", "biz", "edu", "gov", "io", "co", "me", "app", "dev", "page",
+        "blog", "xyz", "online", "site", "tech", "store", "shop", "news", "club", "link", "live",
+        "cloud", "art", "design", "studio", "social", "email", "website", "space", "ai",
+    ]),
+    not_after: |p| {
+        p.is_alphanumeric() || matches!(p, '@' | '$' | '#' | '.' | '/' | '-' | '_' | ':')
+    },
+    localhost: false,
+};
 
 /// The links in `text`: every `http://` / `https://` URL, and bare domains (`example.com/p`)
-/// with a common generic top-level domain, or a two-letter country domain followed by a path.
-/// A URL ends at whitespace, less trailing sentence punctuation and an unbalanced closing
-/// bracket. A bare domain's facet points to `https://` + the text.
+/// with a common generic top-level domain, or a two-letter country domain followed by a path
+/// ([`url_end`] says where one ends). A bare domain's facet points to `https://` + the text.
 pub fn links(text: &str) -> Vec<Link> {
+    let chars: Vec<char> = text.chars().collect();
+    // The UTF-8 offset of every character, and of the text's end.
+    let offsets: Vec<usize> = text
+        .char_indices()
+        .map(|(at, _)| at)
+        .chain([text.len()])
+        .collect();
     let mut out = vec![];
-    let mut prev: Option<char> = None;
-    let mut skip_to = 0;
-    for (i, c) in text.char_indices() {
-        if i >= skip_to {
-            let boundary = prev.is_none_or(|p| {
-                !(p.is_alphanumeric() || matches!(p, '@' | '$' | '#' | '.' | '/' | '-' | '_' | ':'))
-            });
-            if boundary {
-                if let Some(link) = link_at(text, i) {
-                    skip_to = link.end;
-                    out.push(link);
-                }
-            }
-        }
-        prev = Some(c);
+    let mut i = 0;
+    while i < chars.len() {
+        let Some(end) = url_end(&chars, i, &URLS) else {
+            i += 1;
+            continue;
+        };
+        let (start, end_at) = (offsets[i], offsets[end]);
+        let shown = &text[start..end_at];
+        let has_scheme = ["http://", "https://"]
+            .iter()
+            .any(|p| shown.get(..p.len()).is_some_and(|s| s.eq_ignore_ascii_case(p)));
+        let uri = if has_scheme {
+            shown.to_owned()
+        } else {
+            format!("https://{shown}")
+        };
+        out.push(Link {
+            start,
+            end: end_at,
+            uri,
+        });
+        i = end;
     }
     out
-}
-
-fn link_at(text: &str, i: usize) -> Option<Link> {
-    let rest = &text[i..];
-    let starts = |p: &str| {
-        rest.get(..p.len())
-            .is_some_and(|s| s.eq_ignore_ascii_case(p))
-    };
-    let scheme = if starts("https://") {
-        8
-    } else if starts("http://") {
-        7
-    } else {
-        0
-    };
-    let host_start = i + scheme;
-    let host_len: usize = text[host_start..]
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '.'))
-        .map(char::len_utf8)
-        .sum();
-    let host = text[host_start..host_start + host_len].trim_end_matches('.');
-    let host_end = host_start + host.len();
-    let labels: Vec<&str> = host.split('.').collect();
-    let tld = labels.last().copied().unwrap_or("");
-    if labels.len() < 2
-        || labels.iter().any(|l| l.is_empty())
-        || tld.chars().count() < 2
-        || !tld.chars().all(char::is_alphabetic)
-    {
-        return None;
-    }
-    let mut end = host_end;
-    if text[end..].starts_with(':') {
-        let digits = text[end + 1..]
-            .bytes()
-            .take_while(u8::is_ascii_digit)
-            .count();
-        if digits > 0 {
-            end += 1 + digits;
-        }
-    }
-    let has_path = text[end..].starts_with(['/', '?', '#']);
-    if scheme == 0 {
-        let tld = tld.to_ascii_lowercase();
-        let generic = GENERIC_TLDS.contains(&tld.as_str());
-        let country = tld.len() == 2 && tld.bytes().all(|b| b.is_ascii_lowercase());
-        if !(generic || (country && has_path)) {
-            return None;
-        }
-    }
-    if has_path {
-        end += text[end..]
-            .chars()
-            .take_while(|c| !c.is_whitespace())
-            .map(char::len_utf8)
-            .sum::<usize>();
-        // Trailing punctuation belongs to the sentence; a closing bracket to the text around
-        // the URL unless the URL opened one.
-        while let Some(c) = text[host_end..end].chars().last() {
-            let url = &text[host_end..end];
-            let count = |b: char| url.matches(b).count();
-            let unbalanced = match c {
-                ')' => count('(') < count(')'),
-                ']' => count('[') < count(']'),
-                _ => false,
-            };
-            if matches!(c, '.' | ',' | ':' | ';' | '!' | '?' | '\'' | '"') || unbalanced {
-                end -= c.len_utf8();
-            } else {
-                break;
-            }
-        }
-    }
-    let shown = &text[i..end];
-    let uri = if scheme == 0 {
-        format!("https://{shown}")
-    } else {
-        shown.to_owned()
-    };
-    Some(Link { start: i, end, uri })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,6 +236,7 @@ mod tests {
         assert_eq!(found[0].uri, first);
         assert_eq!(&text[found[1].start..found[1].end], "https://a.io/b");
         assert!(links("x.y and example.jp and 1.5 and e.g.").is_empty());
+        assert_eq!(links("httpbin.org")[0].uri, "https://httpbin.org");
         assert_eq!(links("see t.co/abc")[0].uri, "https://t.co/abc");
         assert_eq!(links("HTTPS://EXAMPLE.COM")[0].end, 19);
         assert_eq!(

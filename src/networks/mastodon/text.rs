@@ -6,6 +6,8 @@ use serde_json::Value;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::networks::links::{url_end, UrlRules};
+
 /// The length of a status as Mastodon counts it (its `StatusLengthValidator`): grapheme
 /// clusters, where every `http://` / `https://` URL counts `per_url` whatever its length and a
 /// mention `@user@domain` counts as `@user`. URLs without a scheme count by their letters (the
@@ -25,7 +27,7 @@ fn short_mentions(text: &str, mut url: impl FnMut(&[char], &mut String)) -> Stri
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < chars.len() {
-        if let Some(end) = url_at(&chars, i) {
+        if let Some(end) = url_end(&chars, i, &URLS) {
             url(&chars[i..end], &mut out);
             i = end;
         } else if let Some((user_end, end)) = mention_at(&chars, i) {
@@ -43,75 +45,13 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// The end of an `http(s)://` URL starting at `i`, if one does: a host of at least two
-/// labels (or `localhost`), an optional port, and a path up to the next space, less the
-/// punctuation that ends a sentence.
-fn url_at(chars: &[char], i: usize) -> Option<usize> {
-    if i > 0 {
-        let p = chars[i - 1];
-        if is_word(p) || matches!(p, '@' | '/' | '.' | '-' | '=' | '#') {
-            return None;
-        }
-    }
-    let head: String = chars[i..chars.len().min(i + 8)].iter().collect();
-    let lower = head.to_ascii_lowercase();
-    let scheme = if lower.starts_with("https://") {
-        8
-    } else if lower.starts_with("http://") {
-        7
-    } else {
-        return None;
-    };
-    let host_start = i + scheme;
-    let mut j = host_start;
-    while j < chars.len() && (chars[j].is_alphanumeric() || matches!(chars[j], '-' | '.')) {
-        j += 1;
-    }
-    let host: String = chars[host_start..j].iter().collect();
-    let host = host.trim_end_matches('.');
-    let labels: Vec<&str> = host.split('.').collect();
-    let tld = labels.last().copied().unwrap_or("");
-    let named = labels.len() >= 2
-        && labels.iter().all(|l| !l.is_empty())
-        && tld.chars().count() >= 2
-        && tld.chars().all(char::is_alphabetic);
-    if !(named || host.eq_ignore_ascii_case("localhost")) {
-        return None;
-    }
-    let host_end = host_start + host.chars().count();
-    let mut end = host_end;
-    if end < chars.len() && chars[end] == ':' {
-        let digits = chars[end + 1..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
-        if digits > 0 {
-            end += 1 + digits;
-        }
-    }
-    if end < chars.len() && matches!(chars[end], '/' | '?' | '#') {
-        while end < chars.len() && !chars[end].is_whitespace() {
-            end += 1;
-        }
-        loop {
-            let c = chars[end - 1];
-            let inside = &chars[host_end..end - 1];
-            let unbalanced = match c {
-                ')' => !inside.contains(&'('),
-                ']' => !inside.contains(&'['),
-                _ => false,
-            };
-            let trailing =
-                matches!(c, '.' | ',' | ':' | ';' | '!' | '?' | '\'' | '"') || unbalanced;
-            if end - 1 > host_end && trailing {
-                end -= 1;
-            } else {
-                break;
-            }
-        }
-    }
-    Some(end)
-}
+/// How the server finds URLs for the count: `http(s)://` only (a host of at least two labels,
+/// or `localhost`), not after a word character, `@`, `/`, `.`, `-`, `=` or `#`.
+const URLS: UrlRules = UrlRules {
+    bare_tlds: None,
+    not_after: |p| is_word(p) || matches!(p, '@' | '/' | '.' | '-' | '=' | '#'),
+    localhost: true,
+};
 
 /// A mention `@user` or `@user@domain` starting at `i`: (end of `@user`, end of the mention).
 /// Not after a word character, `=` or `/` (an e-mail address, a URL).

@@ -3,6 +3,8 @@
 
 use unicode_normalization::UnicodeNormalization;
 
+use crate::networks::links::{url_end, UrlRules};
+
 /// X's weighted length (twitter-text configuration v3, the one X counts with): NFC first;
 /// every URL counts 23 (it becomes a t.co link); an emoji, sequences included (ZWJ families,
 /// skin tones, flags, keycaps), counts 2; a code point in U+0000–U+10FF, U+2000–U+200D,
@@ -18,7 +20,7 @@ pub fn weighted_len(text: &str) -> usize {
     let mut total = 0;
     let mut i = 0;
     while i < chars.len() {
-        if let Some(end) = url_at(&chars, i) {
+        if let Some(end) = url_end(&chars, i, &URLS) {
             total += 23;
             i = end;
         } else if let Some(end) = emoji_at(&chars, i) {
@@ -39,92 +41,18 @@ fn char_weight(c: char) -> usize {
     }
 }
 
-const GENERIC_TLDS: &[&str] = &[
-    "com", "net", "org", "info", "biz", "edu", "gov", "mil", "int", "name", "pro", "mobi", "app",
-    "dev", "page", "blog", "xyz", "online", "site", "tech", "store", "shop", "news", "club",
-    "link", "live", "cloud", "art", "design", "studio", "social", "email", "website", "space",
-];
-
-/// The end of a URL starting at `i`, if one does.
-fn url_at(chars: &[char], i: usize) -> Option<usize> {
-    // Not inside a word, a mention, a cashtag or a hashtag.
-    if i > 0 {
-        let p = chars[i - 1];
-        if p.is_alphanumeric() || matches!(p, '@' | '$' | '#' | '.' | '/' | '-' | '_') {
-            return None;
-        }
-    }
-    let rest: String = chars[i..chars.len().min(i + 8)].iter().collect();
-    let lower = rest.to_ascii_lowercase();
-    let scheme = if lower.starts_with("https://") {
-        8
-    } else if lower.starts_with("http://") {
-        7
-    } else {
-        0
-    };
-    let host_start = i + scheme;
-    let mut j = host_start;
-    while j < chars.len() && (chars[j].is_alphanumeric() || matches!(chars[j], '-' | '.')) {
-        j += 1;
-    }
-    let host: String = chars[host_start..j].iter().collect();
-    let host = host.trim_end_matches('.');
-    let host_end = host_start + host.chars().count();
-    let labels: Vec<&str> = host.split('.').collect();
-    let tld = labels.last().copied().unwrap_or("");
-    if labels.len() < 2
-        || labels.iter().any(|l| l.is_empty())
-        || tld.chars().count() < 2
-        || !tld.chars().all(char::is_alphabetic)
-    {
-        return None;
-    }
-    let mut end = host_end;
-    // Port.
-    if end < chars.len() && chars[end] == ':' {
-        let digits = chars[end + 1..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
-        if digits > 0 {
-            end += 1 + digits;
-        }
-    }
-    let has_path = end < chars.len() && matches!(chars[end], '/' | '?' | '#');
-    if scheme == 0 {
-        let tld = tld.to_ascii_lowercase();
-        let generic = GENERIC_TLDS.contains(&tld.as_str());
-        let country = tld.len() == 2 && tld.chars().all(|c| c.is_ascii_lowercase());
-        if !(generic || (country && has_path)) {
-            return None;
-        }
-    }
-    if has_path {
-        while end < chars.len() && !chars[end].is_whitespace() {
-            end += 1;
-        }
-        // Trailing punctuation belongs to the sentence, and a closing bracket to the text
-        // around the URL unless the URL opened one.
-        loop {
-            let c = chars[end - 1];
-            let inside = &chars[host_end..end - 1];
-            let unbalanced = match c {
-                ')' => !inside.contains(&'('),
-                ']' => !inside.contains(&'['),
-                _ => false,
-            };
-            if end - 1 > host_end
-                && (matches!(c, '.' | ',' | ':' | ';' | '!' | '?' | '\'' | '"') || unbalanced)
-            {
-                end -= 1;
-            } else {
-                break;
-            }
-        }
-    }
-    Some(end)
-}
+/// How X finds URLs (twitter-text): not inside a word, a mention, a cashtag or a hashtag;
+/// bare domains with a common generic top-level domain.
+const URLS: UrlRules = UrlRules {
+    bare_tlds: Some(&[
+        "com", "net", "org", "info", "biz", "edu", "gov", "mil", "int", "name", "pro", "mobi",
+        "app", "dev", "page", "blog", "xyz", "online", "site", "tech", "store", "shop", "news",
+        "club", "link", "live", "cloud", "art", "design", "studio", "social", "email", "website",
+        "space",
+    ]),
+    not_after: |p| p.is_alphanumeric() || matches!(p, '@' | '$' | '#' | '.' | '/' | '-' | '_'),
+    localhost: false,
+};
 
 fn is_pictographic(c: u32) -> bool {
     matches!(c,
