@@ -15,6 +15,8 @@ impl Net {
                 window: Some(bound.key_memory),
             },
             Net::Bluesky => Settle::Replay { window: None },
+            // The kept container's status is read back (`Idempotency::Container`).
+            Net::Threads => Settle::ReadBack,
         }
     }
 }
@@ -43,6 +45,7 @@ impl ProtocolModel {
             pending: None,
             ask_owner: false,
             updated: 0,
+            content: 0,
             record: None,
         };
         let stores = Stores {
@@ -59,6 +62,7 @@ impl ProtocolModel {
             claim_lost: false,
             stamp: 0,
             rkey: Who::Cli,
+            text: 0,
         };
         let mut runs = [idle; 4];
         for who in RUNS {
@@ -101,6 +105,10 @@ impl ProtocolModel {
         }
         for r in &s.in_flight {
             out.push(Action::NetworkAccepts(r.from));
+            // Threads may publish a container and answer the publish with a refusal.
+            if self.net == Net::Threads && !s.posts.iter().any(|p| p.rkey == r.rkey) {
+                out.push(Action::NetworkPublishesRefusing(r.from));
+            }
         }
         if s.faults_left > 0 {
             for (i, ns) in s.ns.iter().enumerate() {
@@ -145,7 +153,8 @@ impl ProtocolModel {
                 s.faults_left -= 1;
                 s.runs[who.i()].pc = Pc::Crashed;
             }
-            Action::NetworkAccepts(from) => self.deliver(&mut s, from),
+            Action::NetworkAccepts(from) => self.deliver(&mut s, from, false),
+            Action::NetworkPublishesRefusing(from) => self.deliver(&mut s, from, true),
             Action::ClaimExpires(i) => {
                 s.faults_left -= 1;
                 self.lose_claim(&mut s, i);
@@ -190,9 +199,12 @@ impl ProtocolModel {
     }
 
     /// The network processes `from`'s request, and answers if its sender still waits.
-    fn deliver(&self, s: &mut State, from: Who) {
+    /// `refused`: Threads publishes, then refuses the publish.
+    fn deliver(&self, s: &mut State, from: Who, refused: bool) {
         let i = s.in_flight.iter().position(|r| r.from == from).unwrap();
-        if self.net == Net::Linkedin && !s.in_flight[i].processing && s.posts.is_empty() {
+        let text = s.in_flight[i].text;
+        let same_text = s.posts.iter().position(|p| p.text == text);
+        if self.net == Net::Linkedin && !s.in_flight[i].processing && same_text.is_none() {
             // Its duplicate check sees only finished posts: this one is being processed, and
             // a request that arrives meanwhile passes the check too.
             s.in_flight[i].processing = true;
@@ -203,6 +215,7 @@ impl ProtocolModel {
             s.posts.push(Post {
                 at: s.clock,
                 rkey: req.rkey,
+                text: req.text,
             });
             let n = u8::try_from(s.posts.len() - 1).unwrap();
             (Some(PostId { dry: false, n }), false)
@@ -214,12 +227,13 @@ impl ProtocolModel {
             })
         };
         let (post, duplicate) = match self.net {
-            // 422 DUPLICATE_POST naming the post: it sees only finished posts.
-            Net::Linkedin if !req.processing => (existing(0), true),
+            // 422 DUPLICATE_POST naming the post of this text: it sees only finished posts.
+            Net::Linkedin if !req.processing => (existing(same_text.unwrap()), true),
+            // The key is made from the draft's key and the body, so only the same text hits it.
             Net::Mastodon => match s
                 .posts
                 .iter()
-                .position(|p| s.clock - p.at < self.bound.key_memory)
+                .position(|p| p.text == req.text && s.clock - p.at < self.bound.key_memory)
             {
                 // The key's post, answered as if created now.
                 Some(n) => (existing(n), false),
@@ -229,6 +243,19 @@ impl ProtocolModel {
                 Some(n) => (existing(n), false),
                 None => fresh(s),
             },
+            // The container publishes at most once: a publish of a published one is refused,
+            // and so, at times, is one that published it (`refused`). The adapter reads the
+            // container then: `PUBLISHED`, the post of the request that names it, that is of
+            // this draft's kept attempt (`PostError::StagedPublished`), recorded, never "someone
+            // else's" (issue 30).
+            Net::Threads => {
+                let own = self.off(Mutation::StagedPublishedAsOthers);
+                match s.posts.iter().position(|p| p.rkey == req.rkey) {
+                    Some(n) => (existing(n), own),
+                    None if refused => (fresh(s).0, own),
+                    None => fresh(s),
+                }
+            }
             // X's duplicate check is not relied on (the model's X has none); a channel has none.
             _ => fresh(s),
         };
@@ -267,6 +294,11 @@ impl ProtocolModel {
                 if st.draft.status == Status::Posted && st.draft.record.is_some() {
                     Pc::Done
                 } else {
+                    // The owner edited the draft while its attempt is unknown: the content is
+                    // replaced, the kept attempt stays.
+                    if st.draft.status == Status::Unknown {
+                        st.draft.content = 1;
+                    }
                     st.draft.updated = clock;
                     s.runs[who.i()].seen = Some(st.draft.status);
                     Pc::Claim
@@ -310,7 +342,12 @@ impl ProtocolModel {
             }
             Pc::Reconcile => self.reconcile(s, who),
             Pc::ReadBack => {
-                if let Some(n) = (!s.posts.is_empty()).then_some(0) {
+                // X's timeline by the kept request's text; Threads' kept container's status.
+                let found = match self.net {
+                    Net::Threads => s.posts.iter().position(|p| p.rkey == run.rkey),
+                    _ => s.posts.iter().position(|p| p.text == run.text),
+                };
+                if let Some(n) = found.map(|n| u8::try_from(n).unwrap()) {
                     // Found among the account's recent posts: recorded, nothing sent.
                     Pc::Record(Some(PostId { dry: false, n }), false)
                 } else if matches!(self.settle(), Settle::Replay { .. }) {
@@ -341,6 +378,7 @@ impl ProtocolModel {
                         s.runs[who.i()].reconciling = true;
                         s.runs[who.i()].stamp = clock;
                         s.runs[who.i()].rkey = p.rkey;
+                        s.runs[who.i()].text = self.resent_text(p, st.draft.content);
                         Pc::Create
                     }
                     _ => Pc::Release, // another run is checking it
@@ -359,6 +397,7 @@ impl ProtocolModel {
                 s.in_flight.push(Request {
                     from: who,
                     rkey: run.rkey,
+                    text: run.text,
                     processing: false,
                 });
                 Pc::Await
@@ -437,6 +476,7 @@ impl ProtocolModel {
         st.draft.pending = Some(Pending {
             run: Who::DryRun,
             rkey: Who::DryRun,
+            text: st.draft.content,
             at: clock,
             last: clock,
         });
@@ -508,11 +548,16 @@ impl ProtocolModel {
         if !matches!(st.draft.status, Status::New | Status::Failed) {
             return Pc::Release; // refused: being_posted
         }
+        // The request is made from the stored content; a container (Threads) was staged for it
+        // before this write, so one whose intent is refused is named nowhere and never
+        // published.
+        let text = st.draft.content;
         if !self.off(Mutation::IntentBeforeCreate) {
             st.draft.status = Status::Unknown;
             st.draft.pending = Some(Pending {
                 run: who,
                 rkey: who,
+                text,
                 at: clock,
                 last: clock,
             });
@@ -521,7 +566,18 @@ impl ProtocolModel {
         }
         s.runs[who.i()].stamp = clock;
         s.runs[who.i()].rkey = who;
+        s.runs[who.i()].text = text;
         Pc::Create
+    }
+
+    /// The text a reconcile sends again and looks for: the kept request's (`kept_request`),
+    /// whatever the draft says now.
+    fn resent_text(&self, p: Pending, content: u8) -> u8 {
+        if self.off(Mutation::KeptRequestReplayed) {
+            content
+        } else {
+            p.text
+        }
     }
 
     /// `Lane::reconcile`: the draft is `unknown`; settle it the network's way.
@@ -546,6 +602,9 @@ impl ProtocolModel {
             self.ask_owner(s);
             return Pc::Release;
         }
+        // What the reconcile looks for and re-sends: the kept request.
+        s.runs[who.i()].rkey = p.rkey;
+        s.runs[who.i()].text = self.resent_text(p, d.content);
         let expired = matches!(settle, Settle::Replay { window: Some(w) } if age >= w);
         if settle == Settle::ReadBack || expired {
             return Pc::ReadBack;
