@@ -272,6 +272,51 @@ async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted(
     assert_eq!(t.max_posts_per_text(), 1);
 }
 
+/// The same reading when a later run settles the attempt: the first publish never landed; the
+/// reconcile finds the container `FINISHED` and publishes it again, and that publish is refused
+/// although it published. The post is the kept attempt's: `already_posted`, recorded by the
+/// reconcile with its permalink; nothing more is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_re_send_of_its_own_published_container_is_recorded_by_the_reconcile() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::Hang(HANG));
+    let first = run(&env, &key, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!(t.posts_created(), 0);
+
+    t.set_publish_mode(Mode::AcceptThenRefuse);
+    env.wait_out_quiet_period(&key.on(Network::Threads)).await;
+    let o = run(&env, &key, false).await;
+    t.set_publish_mode(Mode::Normal);
+    figures(&env, "re-send refused, container published");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::AlreadyPosted, "{o:?}");
+    let post = t.posts().remove(0);
+    assert_eq!(th.id.as_deref(), Some(post.id.as_str()), "{o:?}");
+    assert_eq!(th.url.as_deref(), Some(t.permalink(&post).as_str()), "{o:?}");
+    let record = env
+        .status(&key.on(Network::Threads))
+        .await
+        .snapshot
+        .record
+        .expect("recorded");
+    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.source, "reconcile");
+
+    let again = run(&env, &key, false).await;
+    assert_eq!(
+        target(&again, Network::Threads).outcome,
+        OutcomeKind::AlreadyPosted,
+        "{again:?}"
+    );
+    assert_eq!(t.container_requests(), 1, "the same container");
+    assert_eq!(t.publish_requests(), 2);
+    assert_eq!(t.posts_created(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_that_never_landed_is_published_from_the_same_container() {
     let _serial = SERIAL.lock().await;
