@@ -285,7 +285,14 @@ fn mastodon_answers(data: &[u8]) {
 fn bluesky_answers(data: &[u8]) {
     use postonce::networks::bluesky::{self as b, Op};
     let w = wire(data);
-    let ops = [Op::Login, Op::Refresh, Op::Upload, Op::Put, Op::Get, Op::Check];
+    let ops = [
+        Op::Login,
+        Op::Refresh,
+        Op::Upload,
+        Op::Put,
+        Op::Get,
+        Op::Check,
+    ];
     let _ = b::classify(pick(data, &ops), w.status, &w.headers, &w.body);
     let _ = b::is_tid(&w.body);
     for item in w.json.iter().flat_map(items) {

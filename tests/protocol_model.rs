@@ -9,6 +9,8 @@
 
 #[path = "protocol_model/model.rs"]
 mod model;
+#[path = "protocol_model/network.rs"]
+mod network;
 #[path = "protocol_model/state.rs"]
 mod state;
 

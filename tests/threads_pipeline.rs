@@ -234,7 +234,11 @@ async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted(
     assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
     let post = t.posts().remove(0);
     assert_eq!(th.id.as_deref(), Some(post.id.as_str()), "{o:?}");
-    assert_eq!(th.url.as_deref(), Some(t.permalink(&post).as_str()), "{o:?}");
+    assert_eq!(
+        th.url.as_deref(),
+        Some(t.permalink(&post).as_str()),
+        "{o:?}"
+    );
     assert_eq!(questions(&key, &o), 0, "nothing to ask: {o:?}");
     let record = env
         .status(&key.on(Network::Threads))
@@ -257,7 +261,12 @@ async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted(
         OutcomeKind::AlreadyPosted,
         "{again:?}"
     );
-    let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     println!("the sweep after it: {report:?}");
     let fresh = run(&env, &key, true).await;
     assert_eq!(
@@ -296,7 +305,11 @@ async fn a_refused_re_send_of_its_own_published_container_is_recorded_by_the_rec
     assert_eq!(th.outcome, OutcomeKind::AlreadyPosted, "{o:?}");
     let post = t.posts().remove(0);
     assert_eq!(th.id.as_deref(), Some(post.id.as_str()), "{o:?}");
-    assert_eq!(th.url.as_deref(), Some(t.permalink(&post).as_str()), "{o:?}");
+    assert_eq!(
+        th.url.as_deref(),
+        Some(t.permalink(&post).as_str()),
+        "{o:?}"
+    );
     let record = env
         .status(&key.on(Network::Threads))
         .await

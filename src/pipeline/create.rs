@@ -156,16 +156,8 @@ impl Lane {
                 } else {
                     (OutcomeKind::Posted, req.source.as_str())
                 };
-                self.record(
-                    req,
-                    dl,
-                    post,
-                    caption_hash.clone(),
-                    kind,
-                    source,
-                    progress,
-                )
-                .await
+                self.record(req, dl, post, caption_hash.clone(), kind, source, progress)
+                    .await
             }
             // The earlier attempt (reconciling), or the post the owner suspected was missing
             // (Post anyway), is on the network: record it, so no later Retry posts it again.
