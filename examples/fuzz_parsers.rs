@@ -1,5 +1,7 @@
 //! A mutation fuzzer for the parsers that face the outside world, on the stable toolchain:
-//! the CI body, the Telegram update and callback data, and the Lambda event. It starts from
+//! the CI body, the Telegram update and callback data, the Lambda event, the cover image, and
+//! every network's answers (status, headers and body through each network's classifier and
+//! answer readers: LinkedIn, X, the Telegram channel, Mastodon, Bluesky, Threads). It starts from
 //! valid seeds, mutates bytes (flip, insert, delete, duplicate, splice, interesting values),
 //! and runs every parser under `catch_unwind`. Any panic is a crash: it prints the input and
 //! exits non-zero.
@@ -10,6 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use postonce::image::OriginPolicy;
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
 struct Rng(u64);
@@ -171,6 +174,158 @@ fn image(data: &[u8]) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The networks' answers.
+
+/// Statuses an answer is read with: every class the classifiers tell apart.
+const STATUSES: &[u16] = &[400, 401, 403, 404, 409, 413, 422, 429, 500, 502, 503];
+
+/// A network's answer made of fuzz bytes: the first line is a header value, given under every
+/// rate-limit, paging and id header an adapter reads; the rest is the body (as text, and as
+/// JSON when it is). The status is picked by the input's length.
+struct Wire {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+    json: Option<Value>,
+}
+
+fn wire(data: &[u8]) -> Wire {
+    let (head, body) = match data.iter().position(|b| *b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (&b""[..], data),
+    };
+    let mut headers = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_bytes(head) {
+        for name in [
+            "retry-after",
+            "x-rate-limit-reset",
+            "x-ratelimit-reset",
+            "ratelimit-reset",
+            "link",
+            "x-restli-id",
+            "x-linkedin-id",
+        ] {
+            headers.insert(name, v.clone());
+        }
+    }
+    Wire {
+        status: STATUSES[data.len() % STATUSES.len()],
+        headers,
+        body: String::from_utf8_lossy(body).into_owned(),
+        json: serde_json::from_slice(body).ok(),
+    }
+}
+
+/// One of `of`, picked by the input (apart from the status): each execution reads the answer
+/// as one kind of call, so that a target costs about what a JSON body does.
+fn pick<T: Copy>(data: &[u8], of: &[T]) -> T {
+    let salt = data.last().map_or(0, |b| usize::from(*b));
+    of[(data.len() / STATUSES.len() + salt) % of.len()]
+}
+
+/// Every value of an answer that looks like an item: the answer itself, its `data` array (a
+/// list of posts), its `result` (the Bot API).
+fn items(v: &Value) -> Vec<&Value> {
+    let mut out = vec![v];
+    if let Some(list) = v.get("data").and_then(Value::as_array) {
+        out.extend(list);
+    }
+    out.extend(v.get("result"));
+    out
+}
+
+fn linkedin_answers(data: &[u8]) {
+    let w = wire(data);
+    let _ = postonce::networks::linkedin::rest::classify(w.status, &w.headers, &w.body);
+    let _ = postonce::networks::http::retry_after_seconds(&w.headers);
+}
+
+fn x_answers(data: &[u8]) {
+    use postonce::networks::http::Op;
+    let w = wire(data);
+    let op = pick(data, &[Op::Upload, Op::Create, Op::Read, Op::Check]);
+    let _ = postonce::networks::x::classify(op, w.status, &w.headers, &w.body);
+    for item in w.json.iter().flat_map(items) {
+        let _ = postonce::networks::x::sent_text(item);
+    }
+}
+
+fn channel_answers(data: &[u8]) {
+    let w = wire(data);
+    let _ = postonce::networks::telegram_channel::classify(w.status, &w.body, "@channel");
+    for item in w.json.iter().flat_map(items) {
+        let id = item.get("message_id").and_then(Value::as_i64).unwrap_or(0);
+        let chat = item.get("chat").unwrap_or(&Value::Null);
+        let _ = postonce::networks::telegram_channel::message_url(chat, id);
+    }
+}
+
+fn mastodon_answers(data: &[u8]) {
+    use postonce::networks::mastodon::{self as m, Op};
+    let w = wire(data);
+    let op = pick(
+        data,
+        &[Op::Upload, Op::Create, Op::Read, Op::Check, Op::Instance],
+    );
+    let _ = m::classify(op, w.status, &w.headers, &w.body);
+    let _ = m::next_max_id(&w.headers);
+    let _ = m::retry_after(&w.headers);
+    let _ = m::parse_time_ms(&w.body);
+    for item in w.json.iter().flat_map(items) {
+        if let Some(at) = item.get("created_at").and_then(Value::as_str) {
+            let _ = m::parse_time_ms(at);
+        }
+        if let Some(text) = item.get("content").and_then(Value::as_str) {
+            let _ = m::comparable(&m::plain_text(text));
+        }
+    }
+}
+
+fn bluesky_answers(data: &[u8]) {
+    use postonce::networks::bluesky::{self as b, Op};
+    let w = wire(data);
+    let ops = [
+        Op::Login,
+        Op::Refresh,
+        Op::Upload,
+        Op::Put,
+        Op::Get,
+        Op::Check,
+    ];
+    let _ = b::classify(pick(data, &ops), w.status, &w.headers, &w.body);
+    let _ = b::is_tid(&w.body);
+    for item in w.json.iter().flat_map(items) {
+        if let Some(uri) = item.get("uri").and_then(Value::as_str) {
+            let _ = b::is_tid(uri.rsplit('/').next().unwrap_or(""));
+        }
+    }
+}
+
+fn threads_answers(data: &[u8]) {
+    use postonce::networks::threads::wire::{self as t, Op};
+    let w = wire(data);
+    let ops = [
+        Op::Container,
+        Op::Status,
+        Op::Publish,
+        Op::Media,
+        Op::List,
+        Op::Check,
+    ];
+    let _ = t::classify(pick(data, &ops), w.status, &w.headers, &w.body);
+    let _ = t::GraphError::parse(&w.body).map(|g| g.describe());
+    let _ = t::parse_timestamp(&w.body);
+    if let Some(v) = &w.json {
+        let _ = t::ContainerStatus::parse(v);
+        let _ = t::id_of(v);
+        for post in t::ListPage::parse(v).posts {
+            let _ = post.timestamp.as_deref().map(t::parse_timestamp);
+            let _ = post.text.as_deref().map(t::comparable);
+        }
+    }
+}
+
 /// Small valid covers in every format, as seeds for the image target.
 fn image_seeds() -> Vec<&'static [u8]> {
     let img = image::RgbImage::from_fn(8, 6, |x, y| image::Rgb([x as u8 * 30, y as u8 * 40, 90]));
@@ -243,15 +398,93 @@ fn main() {
             lambda,
         ),
         ("cover image", image_seeds(), image),
+        (
+            "LinkedIn answers",
+            vec![
+                r#"
+{"message":"Content is a duplicate of urn:li:share:7000000000000000001","status":422,"errorDetails":{"inputErrors":[{"code":"DUPLICATE_POST","input":{"inputPath":{"fieldPath":"/commentary"}}}]}}"#.as_bytes(),
+                "30\n{\"message\":\"Too many requests\",\"status\":429}".as_bytes(),
+                r#"
+{"serviceErrorCode":65601,"message":"The token used in the request has been revoked by the user","status":401}"#.as_bytes(),
+            ],
+            linkedin_answers,
+        ),
+        (
+            "X answers",
+            vec![
+                r#"1733306400
+{"title":"Too Many Requests","detail":"Too Many Requests","type":"about:blank","status":429}"#.as_bytes(),
+                r#"
+{"detail":"You are not allowed to create a Tweet with duplicate content.","type":"about:blank","title":"Forbidden","status":403}"#.as_bytes(),
+                r#"
+{"data":[{"id":"1","text":"Hello https://t.co/abc https://t.co/img","entities":{"urls":[{"start":6,"end":29,"url":"https://t.co/abc","expanded_url":"https://example.com/a"},{"start":30,"end":53,"url":"https://t.co/img","expanded_url":"https://x.com/u/status/1/photo/1","media_key":"3_1"}]}}]}"#.as_bytes(),
+            ],
+            x_answers,
+        ),
+        (
+            "Telegram channel answers",
+            vec![
+                r#"
+{"ok":true,"result":{"message_id":12,"chat":{"id":-1001234567890,"type":"channel","username":"mychannel"},"date":1}}"#.as_bytes(),
+                r#"
+{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7","parameters":{"retry_after":7}}"#.as_bytes(),
+                r#"
+{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#.as_bytes(),
+            ],
+            channel_answers,
+        ),
+        (
+            "Mastodon answers",
+            vec![
+                r#"<https://mastodon.example/api/v1/accounts/1/statuses?max_id=109>; rel="next", <https://mastodon.example/api/v1/accounts/1/statuses?min_id=111>; rel="prev"
+[{"id":"111","created_at":"2026-12-04T10:15:00.123Z","content":"<p>Hello <a href=\"https://x.dev\">x.dev</a></p>","url":"https://mastodon.example/@a/111"}]"#.as_bytes(),
+                r#"2026-12-04T10:15:30.000Z
+{"error":"Too many requests"}"#.as_bytes(),
+                r#"
+{"error":"Validation failed: Text character limit of 500 exceeded"}"#.as_bytes(),
+            ],
+            mastodon_answers,
+        ),
+        (
+            "Bluesky answers",
+            vec![
+                r#"1733306400
+{"error":"RateLimitExceeded","message":"Rate Limit Exceeded"}"#.as_bytes(),
+                r#"
+{"error":"InvalidSwap","message":"Record was at bafyreia"}"#.as_bytes(),
+                r#"
+{"uri":"at://did:plc:abc/app.bsky.feed.post/3l4dwxhsjzs2b","cid":"bafyreib","value":{"text":"Hello","createdAt":"2026-12-04T10:15:00.000Z"}}"#.as_bytes(),
+            ],
+            bluesky_answers,
+        ),
+        (
+            "Threads answers",
+            vec![
+                r#"
+{"error":{"message":"Error validating access token","type":"OAuthException","code":190,"error_subcode":463,"fbtrace_id":"AbC"}}"#.as_bytes(),
+                r#"
+{"status":"ERROR","error_message":"FAILED_DOWNLOADING_VIDEO","id":"17889615691921648"}"#.as_bytes(),
+                r#"
+{"data":[{"id":"1","permalink":"https://www.threads.com/@a/post/C1","text":"Hello","timestamp":"2026-12-04T10:15:00+0000"}],"paging":{"cursors":{"after":"c"},"next":"https://x/next"}}"#.as_bytes(),
+                "\n2026-12-04T10:15:00+0000".as_bytes(),
+            ],
+            threads_answers,
+        ),
     ];
     let mut rng = Rng(seed | 1);
     let mut crashes = 0;
     let mut total = 0;
     for (name, seeds, run) in &targets {
         // A cover is decoded (and one in 16 rendered) on every execution, about 20 times the
-        // cost of a JSON body: it gets a fifth of the executions.
+        // cost of a JSON body: it gets a fifth of the executions. A network's answer goes
+        // through its classifier and every reader of that network (several JSON reads, each
+        // message formatted), at about a third of a JSON body's speed: a twentieth, which
+        // keeps the six of them to about the time of one JSON target (and finds a panic like
+        // issue 30's Threads timestamp within its first thousands).
         let per_target = if *name == "cover image" {
             per_target / 5
+        } else if name.ends_with(" answers") {
+            per_target / 20
         } else {
             per_target
         };

@@ -91,7 +91,7 @@ if [[ -d "$LOG_DIR" ]]; then
     exit 1
   fi
 fi
-step "fuzzing the parsers (1,000,000 executions per target; 200,000 for the cover image)"
+step "fuzzing the parsers (1,000,000 executions per target; 200,000 for the cover image; 50,000 for each network's answers)"
 cargo run --quiet --example fuzz_parsers -- "${POSTONCE_FUZZ_EXECUTIONS:-1000000}"
 step "template checks (cfn-lint, sam validate --lint, template vs code)"
 scripts/lint-infra.sh

@@ -1,14 +1,16 @@
 //! The exactly-once protocol, model-checked (issue 25; RELIABILITY.md "The protocol,
 //! model-checked"): every interleaving of a CLI run, a Retry, a sweep and a dry run of one
 //! (draft, target), with crashes after any step, the slow accept, runs outliving their claims,
-//! claim expiry, Redis restarts and failed record writes, against each network's duplicate
-//! semantics. Then each guard of the protocol is switched off in turn, and the checker must find
+//! claim expiry, Redis restarts and failed record writes, a draft edited while its attempt is
+//! `unknown`, against each network's duplicate semantics (Threads' container included). Then each guard of the protocol is switched off in turn, and the checker must find
 //! a counterexample every time, so that the model cannot silently become vacuous.
 //!
 //! Run: `cargo test --release --test protocol_model -- --nocapture`.
 
 #[path = "protocol_model/model.rs"]
 mod model;
+#[path = "protocol_model/network.rs"]
+mod network;
 #[path = "protocol_model/state.rs"]
 mod state;
 
@@ -173,7 +175,8 @@ fn the_protocol_holds_and_every_guard_matters() {
         // mutation is safe is explored to its end); every network counts.
         let first = match mutation {
             Mutation::ClaimKeptAfterPostedNotRecorded => Net::TelegramChannel,
-            Mutation::PerNetworkStrategy => Net::X,
+            Mutation::PerNetworkStrategy | Mutation::KeptRequestReplayed => Net::X,
+            Mutation::StagedPublishedAsOthers => Net::Threads,
             _ => Net::Linkedin,
         };
         let order = std::iter::once(first).chain(NETWORKS.into_iter().filter(|n| *n != first));

@@ -162,13 +162,42 @@ async fn create_publishes_the_kept_container_and_reads_its_permalink() {
     assert_eq!(fake.container_requests(), 1);
     assert_eq!(fake.post_query_params(), 0);
 
-    // Publishing the same container again posts nothing: it answers the post it made.
+    // Publishing the same container again posts nothing: it answers the post it made, as
+    // this request's own (the kept container is named by nothing else).
     let again = t.create(&post, &no_media()).await.unwrap_err();
     assert!(
-        matches!(&again, PostError::AlreadyExists { existing, .. } if existing == &created),
+        matches!(&again, PostError::StagedPublished { post, .. } if post == &created),
         "{again:?}"
     );
     assert_eq!(fake.posts_created(), 1);
+}
+
+/// Issue 30: the publish is refused while the container was in fact published (the fake
+/// publishes, then answers 400 "already published"). The refusal is read through the
+/// container's status: `PUBLISHED`, so the post is this request's own, with its id and
+/// permalink, never "someone else's post" ([`PostError::AlreadyExists`]).
+#[tokio::test]
+async fn a_refused_publish_of_a_published_container_answers_the_requests_own_post() {
+    let (fake, images) = (ThreadsFake::start().await, ImageHost::start().await);
+    let t = adapter(&fake);
+    let post = staged(&t, &images, "Published, answered with a refusal").await;
+    fake.set_publish_mode(Mode::AcceptThenRefuse);
+    let e = t.create(&post, &no_media()).await.unwrap_err();
+    let posts = fake.posts();
+    assert_eq!(posts.len(), 1, "the publish published");
+    assert_eq!(fake.status(creation_id(&post).unwrap()), Some("PUBLISHED"));
+    match &e {
+        PostError::StagedPublished { post: found, .. } => {
+            assert_eq!(found.id.as_deref(), Some(posts[0].id.as_str()));
+            assert_eq!(
+                found.url.as_deref(),
+                Some(fake.permalink(&posts[0]).as_str())
+            );
+        }
+        other => panic!("expected the request's own post, got {other:?}"),
+    }
+    assert!(!e.may_exist() && !e.is_transient(), "{e:?}");
+    assert_eq!((fake.container_requests(), fake.publish_requests()), (1, 1));
 }
 
 #[tokio::test]
@@ -254,7 +283,7 @@ async fn a_lost_publish_that_never_landed_is_published_once_from_the_same_contai
     // Any further replay answers the same post.
     assert!(matches!(
         t.create(&post, &no_media()).await,
-        Err(PostError::AlreadyExists { existing, .. }) if existing == created
+        Err(PostError::StagedPublished { post, .. }) if post == created
     ));
     assert_eq!(fake.posts_created(), 1);
 }

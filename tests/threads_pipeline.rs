@@ -10,6 +10,8 @@
 //! - the publish answer lost (accept-then-hang past the budget): `unknown`, nothing re-sent
 //!   inside the quiet period; after it the container's status (`PUBLISHED`) settles it: 1 post,
 //!   1 container, recorded with its permalink, no question to the owner;
+//! - the publish refused while its container was published: `posted` and recorded with its
+//!   permalink; a Retry, a sweep and a second post send nothing (1 container, 1 post);
 //! - a publish that never landed: after the quiet period the same container is published:
 //!   1 post, 1 container;
 //! - the container expired meanwhile: not posted, `failed` and retryable; the retry makes a new
@@ -25,6 +27,7 @@ use std::time::Duration;
 use postonce::key::PostKey;
 use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
+use postonce::pipeline::{PostRequest, Source};
 use support::env::{Env, Stores};
 use support::threads::Mode;
 use tokio::sync::Mutex;
@@ -208,6 +211,123 @@ async fn a_lost_publish_answer_settles_after_the_quiet_period_with_one_post() {
         .record
         .expect("recorded");
     assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+}
+
+/// Issue 30: `threads_publish` is refused while the container it names was in fact published
+/// (the fake publishes, then answers 400 "already published"). The container is the one this
+/// attempt staged, and only its kept request names it, so the post is this attempt's own:
+/// `posted`, recorded with its id and permalink. Read as "already there, posted by someone
+/// else" it was `failed` and unrecorded, and a Retry or a second `post` staged a second
+/// container and published a second post.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::AcceptThenRefuse);
+    let o = run(&env, &key, true).await;
+    t.set_publish_mode(Mode::Normal);
+    figures(&env, "publish refused, container published");
+    println!("the publish refused, its container published: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
+    let post = t.posts().remove(0);
+    assert_eq!(th.id.as_deref(), Some(post.id.as_str()), "{o:?}");
+    assert_eq!(
+        th.url.as_deref(),
+        Some(t.permalink(&post).as_str()),
+        "{o:?}"
+    );
+    assert_eq!(questions(&key, &o), 0, "nothing to ask: {o:?}");
+    let record = env
+        .status(&key.on(Network::Threads))
+        .await
+        .snapshot
+        .record
+        .expect("recorded");
+    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.url.as_deref(), Some(t.permalink(&post).as_str()));
+
+    // A Retry (the report's button), a sweep and an agent posting the same draft again: none
+    // stages or publishes anything more.
+    let retry = PostRequest {
+        source: Source::Telegram,
+        ..env.request_to(&key, None, &[Network::Threads])
+    };
+    let again = env.app.pipeline.run(retry, env.deadline()).await;
+    assert_eq!(
+        target(&again, Network::Threads).outcome,
+        OutcomeKind::AlreadyPosted,
+        "{again:?}"
+    );
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    println!("the sweep after it: {report:?}");
+    let fresh = run(&env, &key, true).await;
+    assert_eq!(
+        target(&fresh, Network::Threads).outcome,
+        OutcomeKind::AlreadyPosted,
+        "{fresh:?}"
+    );
+    figures(&env, "after a Retry, a sweep and a second post");
+    assert_eq!(t.container_requests(), 1, "no second container");
+    assert_eq!(t.publish_requests(), 1, "no second publish");
+    assert_eq!(t.posts_created(), 1, "exactly one post");
+    assert_eq!(t.max_posts_per_text(), 1);
+}
+
+/// The same reading when a later run settles the attempt: the first publish never landed; the
+/// reconcile finds the container `FINISHED` and publishes it again, and that publish is refused
+/// although it published. The post is the kept attempt's: `already_posted`, recorded by the
+/// reconcile with its permalink; nothing more is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_re_send_of_its_own_published_container_is_recorded_by_the_reconcile() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_threads(Stores::Real, &[QUIET]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(Mode::Hang(HANG));
+    let first = run(&env, &key, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    assert_eq!(t.posts_created(), 0);
+
+    t.set_publish_mode(Mode::AcceptThenRefuse);
+    env.wait_out_quiet_period(&key.on(Network::Threads)).await;
+    let o = run(&env, &key, false).await;
+    t.set_publish_mode(Mode::Normal);
+    figures(&env, "re-send refused, container published");
+    let th = target(&o, Network::Threads);
+    assert_eq!(th.outcome, OutcomeKind::AlreadyPosted, "{o:?}");
+    let post = t.posts().remove(0);
+    assert_eq!(th.id.as_deref(), Some(post.id.as_str()), "{o:?}");
+    assert_eq!(
+        th.url.as_deref(),
+        Some(t.permalink(&post).as_str()),
+        "{o:?}"
+    );
+    let record = env
+        .status(&key.on(Network::Threads))
+        .await
+        .snapshot
+        .record
+        .expect("recorded");
+    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.source, "reconcile");
+
+    let again = run(&env, &key, false).await;
+    assert_eq!(
+        target(&again, Network::Threads).outcome,
+        OutcomeKind::AlreadyPosted,
+        "{again:?}"
+    );
+    assert_eq!(t.container_requests(), 1, "the same container");
+    assert_eq!(t.publish_requests(), 2);
+    assert_eq!(t.posts_created(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

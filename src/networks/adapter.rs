@@ -84,6 +84,16 @@ pub enum PostError {
         network: &'static str,
         existing: Created,
     },
+    /// The post of this very request exists, although this call was not answered with it (a
+    /// publish refused, or found done): what [`NetworkAdapter::stage`] made for the request
+    /// (Threads' container) was published, and it can publish only once, only through the
+    /// request that names it. So `post` is the post of the attempt that kept this request,
+    /// never one made by hand or under another key, unlike [`Self::AlreadyExists`].
+    #[error("{network}: the post of this request was already published")]
+    StagedPublished {
+        network: &'static str,
+        post: Created,
+    },
     /// The request was sent and no clear answer came back (timeout after sending, 5xx, a
     /// broken exchange): the post may exist.
     // What this means for the post ("the post may exist", "nothing was posted") is said by
@@ -170,7 +180,7 @@ impl PostError {
                 network,
                 message: f(message),
             },
-            Self::AlreadyExists { .. } => self,
+            Self::AlreadyExists { .. } | Self::StagedPublished { .. } => self,
         }
     }
 

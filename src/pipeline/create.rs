@@ -100,7 +100,13 @@ impl Lane {
                 return self.not_posted(req, dl, draft, &req.run_id, why).await;
             }
             let failed = match &answer {
-                Ok(Err(e)) if !e.may_exist() && !matches!(e, PostError::AlreadyExists { .. }) => {
+                Ok(Err(e))
+                    if !e.may_exist()
+                        && !matches!(
+                            e,
+                            PostError::AlreadyExists { .. } | PostError::StagedPublished { .. }
+                        ) =>
+                {
                     Some((
                         format!("the re-send to check the earlier attempt on {on} failed ({e})"),
                         e.is_transient(),
@@ -137,6 +143,21 @@ impl Lane {
                     progress,
                 )
                 .await
+            }
+            // What the kept request staged was published, and it publishes only through that
+            // request: the post is this draft's own attempt's (this run's, or the earlier one
+            // a reconcile re-sends), never someone else's. Recorded like any create; read as
+            // "already there" it would be failed unrecorded, and the next run would stage and
+            // post again (issue 30).
+            Ok(Err(PostError::StagedPublished { post, .. })) => {
+                progress.created(post.id.clone());
+                let (kind, source) = if reconciling.is_some() {
+                    (OutcomeKind::AlreadyPosted, "reconcile")
+                } else {
+                    (OutcomeKind::Posted, req.source.as_str())
+                };
+                self.record(req, dl, post, caption_hash.clone(), kind, source, progress)
+                    .await
             }
             // The earlier attempt (reconciling), or the post the owner suspected was missing
             // (Post anyway), is on the network: record it, so no later Retry posts it again.

@@ -1,26 +1,12 @@
 //! The per-(draft, target) protocol as a Stateright model: every step an action named after
 //! the pipeline phase that implements it (RELIABILITY.md "The protocol, model-checked" maps
-//! each to its function). The state it works on is in `state.rs`.
+//! each to its function). The state it works on is in `state.rs`; the network's answers in
+//! `network.rs`.
 
 use crate::state::*;
 
-impl Net {
-    /// `Lane::settle`, from what the network's adapter says it can do.
-    pub fn settle(self, bound: &Bound) -> Settle {
-        match self {
-            Net::Linkedin => Settle::Resend,
-            Net::X => Settle::ReadBack,
-            Net::TelegramChannel => Settle::AskOwner,
-            Net::Mastodon => Settle::Replay {
-                window: Some(bound.key_memory),
-            },
-            Net::Bluesky => Settle::Replay { window: None },
-        }
-    }
-}
-
 impl ProtocolModel {
-    fn off(&self, m: Mutation) -> bool {
+    pub fn off(&self, m: Mutation) -> bool {
         self.mutation == Some(m)
     }
 
@@ -43,6 +29,7 @@ impl ProtocolModel {
             pending: None,
             ask_owner: false,
             updated: 0,
+            content: 0,
             record: None,
         };
         let stores = Stores {
@@ -59,6 +46,7 @@ impl ProtocolModel {
             claim_lost: false,
             stamp: 0,
             rkey: Who::Cli,
+            text: 0,
         };
         let mut runs = [idle; 4];
         for who in RUNS {
@@ -101,6 +89,10 @@ impl ProtocolModel {
         }
         for r in &s.in_flight {
             out.push(Action::NetworkAccepts(r.from));
+            // Threads may publish a container and answer the publish with a refusal.
+            if self.net == Net::Threads && !s.posts.iter().any(|p| p.rkey == r.rkey) {
+                out.push(Action::NetworkPublishesRefusing(r.from));
+            }
         }
         if s.faults_left > 0 {
             for (i, ns) in s.ns.iter().enumerate() {
@@ -145,7 +137,8 @@ impl ProtocolModel {
                 s.faults_left -= 1;
                 s.runs[who.i()].pc = Pc::Crashed;
             }
-            Action::NetworkAccepts(from) => self.deliver(&mut s, from),
+            Action::NetworkAccepts(from) => self.deliver(&mut s, from, false),
+            Action::NetworkPublishesRefusing(from) => self.deliver(&mut s, from, true),
             Action::ClaimExpires(i) => {
                 s.faults_left -= 1;
                 self.lose_claim(&mut s, i);
@@ -189,54 +182,6 @@ impl ProtocolModel {
         }
     }
 
-    /// The network processes `from`'s request, and answers if its sender still waits.
-    fn deliver(&self, s: &mut State, from: Who) {
-        let i = s.in_flight.iter().position(|r| r.from == from).unwrap();
-        if self.net == Net::Linkedin && !s.in_flight[i].processing && s.posts.is_empty() {
-            // Its duplicate check sees only finished posts: this one is being processed, and
-            // a request that arrives meanwhile passes the check too.
-            s.in_flight[i].processing = true;
-            return;
-        }
-        let req = s.in_flight.remove(i);
-        let fresh = |s: &mut State| {
-            s.posts.push(Post {
-                at: s.clock,
-                rkey: req.rkey,
-            });
-            let n = u8::try_from(s.posts.len() - 1).unwrap();
-            (Some(PostId { dry: false, n }), false)
-        };
-        let existing = |n: usize| {
-            Some(PostId {
-                dry: false,
-                n: u8::try_from(n).unwrap(),
-            })
-        };
-        let (post, duplicate) = match self.net {
-            // 422 DUPLICATE_POST naming the post: it sees only finished posts.
-            Net::Linkedin if !req.processing => (existing(0), true),
-            Net::Mastodon => match s
-                .posts
-                .iter()
-                .position(|p| s.clock - p.at < self.bound.key_memory)
-            {
-                // The key's post, answered as if created now.
-                Some(n) => (existing(n), false),
-                None => fresh(s),
-            },
-            Net::Bluesky => match s.posts.iter().position(|p| p.rkey == req.rkey) {
-                Some(n) => (existing(n), false),
-                None => fresh(s),
-            },
-            // X's duplicate check is not relied on (the model's X has none); a channel has none.
-            _ => fresh(s),
-        };
-        if s.runs[from.i()].pc == Pc::Await {
-            s.runs[from.i()].pc = Pc::Record(post, duplicate);
-        }
-    }
-
     /// One pipeline phase of `who`.
     fn step(&self, s: &mut State, who: Who) {
         let ns = self.ns_of(who);
@@ -267,6 +212,11 @@ impl ProtocolModel {
                 if st.draft.status == Status::Posted && st.draft.record.is_some() {
                     Pc::Done
                 } else {
+                    // The owner edited the draft while its attempt is unknown: the content is
+                    // replaced, the kept attempt stays.
+                    if st.draft.status == Status::Unknown {
+                        st.draft.content = 1;
+                    }
                     st.draft.updated = clock;
                     s.runs[who.i()].seen = Some(st.draft.status);
                     Pc::Claim
@@ -310,7 +260,12 @@ impl ProtocolModel {
             }
             Pc::Reconcile => self.reconcile(s, who),
             Pc::ReadBack => {
-                if let Some(n) = (!s.posts.is_empty()).then_some(0) {
+                // X's timeline by the kept request's text; Threads' kept container's status.
+                let found = match self.net {
+                    Net::Threads => s.posts.iter().position(|p| p.rkey == run.rkey),
+                    _ => s.posts.iter().position(|p| p.text == run.text),
+                };
+                if let Some(n) = found.map(|n| u8::try_from(n).unwrap()) {
                     // Found among the account's recent posts: recorded, nothing sent.
                     Pc::Record(Some(PostId { dry: false, n }), false)
                 } else if matches!(self.settle(), Settle::Replay { .. }) {
@@ -341,6 +296,7 @@ impl ProtocolModel {
                         s.runs[who.i()].reconciling = true;
                         s.runs[who.i()].stamp = clock;
                         s.runs[who.i()].rkey = p.rkey;
+                        s.runs[who.i()].text = self.resent_text(p, st.draft.content);
                         Pc::Create
                     }
                     _ => Pc::Release, // another run is checking it
@@ -359,6 +315,7 @@ impl ProtocolModel {
                 s.in_flight.push(Request {
                     from: who,
                     rkey: run.rkey,
+                    text: run.text,
                     processing: false,
                 });
                 Pc::Await
@@ -437,6 +394,7 @@ impl ProtocolModel {
         st.draft.pending = Some(Pending {
             run: Who::DryRun,
             rkey: Who::DryRun,
+            text: st.draft.content,
             at: clock,
             last: clock,
         });
@@ -508,11 +466,16 @@ impl ProtocolModel {
         if !matches!(st.draft.status, Status::New | Status::Failed) {
             return Pc::Release; // refused: being_posted
         }
+        // The request is made from the stored content; a container (Threads) was staged for it
+        // before this write, so one whose intent is refused is named nowhere and never
+        // published.
+        let text = st.draft.content;
         if !self.off(Mutation::IntentBeforeCreate) {
             st.draft.status = Status::Unknown;
             st.draft.pending = Some(Pending {
                 run: who,
                 rkey: who,
+                text,
                 at: clock,
                 last: clock,
             });
@@ -521,7 +484,18 @@ impl ProtocolModel {
         }
         s.runs[who.i()].stamp = clock;
         s.runs[who.i()].rkey = who;
+        s.runs[who.i()].text = text;
         Pc::Create
+    }
+
+    /// The text a reconcile sends again and looks for: the kept request's (`kept_request`),
+    /// whatever the draft says now.
+    fn resent_text(&self, p: Pending, content: u8) -> u8 {
+        if self.off(Mutation::KeptRequestReplayed) {
+            content
+        } else {
+            p.text
+        }
     }
 
     /// `Lane::reconcile`: the draft is `unknown`; settle it the network's way.
@@ -546,6 +520,9 @@ impl ProtocolModel {
             self.ask_owner(s);
             return Pc::Release;
         }
+        // What the reconcile looks for and re-sends: the kept request.
+        s.runs[who.i()].rkey = p.rkey;
+        s.runs[who.i()].text = self.resent_text(p, d.content);
         let expired = matches!(settle, Settle::Replay { window: Some(w) } if age >= w);
         if settle == Settle::ReadBack || expired {
             return Pc::ReadBack;

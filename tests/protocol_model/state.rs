@@ -6,7 +6,9 @@
 //!   moves on, so "the quiet period has passed since the latest send" is `clock > last`. This is
 //!   the assumption the code states: the quiet period exceeds every network's budget and the
 //!   time a network takes to finish a create;
-//! - one draft, one target; its content never changes; the draft item exists from the start;
+//! - one draft, one target; the draft item exists from the start; its content is edited once
+//!   when the CLI run carries it while an attempt is `unknown` (content 1; 0 before), and a
+//!   post, a request and a kept attempt carry the text they were made from;
 //! - store calls are atomic; the record write may fail (posted but not recorded);
 //! - a dry run's publisher answers at once with a dry id and posts nothing.
 
@@ -25,16 +27,20 @@ pub enum Net {
     Mastodon,
     /// A client-chosen record key: an identical putRecord at that key is a no-op, always.
     Bluesky,
-    // Threads (one container, one post) is not a target yet: when it is, it gets a variant
-    // here, its create semantics in `Model::deliver` and its strategy in `Net::settle`.
+    /// A media container, made (staged) before the intent by the run that takes it and named
+    /// by the kept request: it publishes at most once, and its status (`PUBLISHED`) is read
+    /// back; a publish of a published container is refused. Nothing else stops a duplicate:
+    /// two containers both publish.
+    Threads,
 }
 
-pub const NETWORKS: [Net; 5] = [
+pub const NETWORKS: [Net; 6] = [
     Net::Linkedin,
     Net::X,
     Net::TelegramChannel,
     Net::Mastodon,
     Net::Bluesky,
+    Net::Threads,
 ];
 
 /// How an ambiguous create is settled: `postonce::pipeline::Settle`, chosen by `Lane::settle`.
@@ -62,9 +68,15 @@ pub enum Mutation {
     DryRunNamespace,
     ConditionalRecord,
     PerNetworkStrategy,
+    /// A refused publish whose container reads `PUBLISHED` (the post of the container this
+    /// attempt staged) taken for a post made by someone else: failed, unrecorded (issue 30).
+    StagedPublishedAsOthers,
+    /// A reconcile re-sends (and looks for) the draft's current content instead of the kept
+    /// request's, after the draft was edited while its attempt was `unknown`.
+    KeptRequestReplayed,
 }
 
-pub const MUTATIONS: [Mutation; 8] = [
+pub const MUTATIONS: [Mutation; 10] = [
     Mutation::QuietPeriod,
     Mutation::CreateWithinQuietPeriod,
     Mutation::IntentBeforeCreate,
@@ -73,6 +85,8 @@ pub const MUTATIONS: [Mutation; 8] = [
     Mutation::DryRunNamespace,
     Mutation::ConditionalRecord,
     Mutation::PerNetworkStrategy,
+    Mutation::StagedPublishedAsOthers,
+    Mutation::KeptRequestReplayed,
 ];
 
 /// The runs: a CLI run (carries the draft), a Telegram Retry, a sweep, and a dry run (the
@@ -136,8 +150,11 @@ pub enum Status {
 pub struct Pending {
     /// Whose attempt it is (the intent's run, or the latest re-send's).
     pub run: Who,
-    /// The record key the kept request carries (Bluesky): the intent's run.
+    /// The record key the kept request carries (Bluesky), or the container it names
+    /// (Threads): the intent's run.
     pub rkey: Who,
+    /// The content the kept request was made from.
+    pub text: u8,
     /// First send, and latest send.
     pub at: u8,
     pub last: u8,
@@ -151,6 +168,8 @@ pub struct Draft {
     pub ask_owner: bool,
     /// Tick of the last change (the sweeper re-drives a `new` draft untouched for a claim TTL).
     pub updated: u8,
+    /// The stored content's version (0, or 1 once edited).
+    pub content: u8,
     /// The record's copy, written with the record.
     pub record: Option<Record>,
 }
@@ -257,14 +276,18 @@ pub struct Run {
     pub claim_lost: bool,
     /// The tick this run stamped its attempt with (its intent, or its re-send).
     pub stamp: u8,
-    /// The record key of the request this run sends (the kept request's, on a re-send).
+    /// The record key (or container) of the request this run sends (the kept request's, on a
+    /// re-send).
     pub rkey: Who,
+    /// The content the request this run sends (or looks for) was made from.
+    pub text: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Request {
     pub from: Who,
     pub rkey: Who,
+    pub text: u8,
     /// LinkedIn: arrived and passed the duplicate check; the post is not finished yet.
     pub processing: bool,
 }
@@ -273,6 +296,7 @@ pub struct Request {
 pub struct Post {
     pub at: u8,
     pub rkey: Who,
+    pub text: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -308,6 +332,9 @@ pub enum Action {
     Crash(Who),
     /// The network processes a request (the slow accept, when its sender gave up).
     NetworkAccepts(Who),
+    /// Threads publishes the container, then answers the publish with a refusal (its status
+    /// reads `PUBLISHED`).
+    NetworkPublishesRefusing(Who),
     ClaimExpires(usize),
     RedisRestart,
     Tick,

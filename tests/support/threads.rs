@@ -16,7 +16,8 @@
 //! one draft both publish, and the fake keeps both posts ([`ThreadsFake::max_posts_per_text`]).
 //!
 //! Fault modes ([`Mode`]) are applied before the request is looked at, as a rate limiter or a
-//! proxy would answer, except `AcceptThenHang`, which does the work and answers late. Which
+//! proxy would answer, except `AcceptThenHang`, which does the work and answers late, and
+//! `AcceptThenRefuse`, which does the work and answers a refusal. Which
 //! wire details are guesses: the codes of the refusals of an already published or expired
 //! container and of the publishing quota (Meta does not document them; the adapter must not
 //! depend on them).
@@ -65,6 +66,11 @@ pub enum Mode {
     /// Do the work, then answer only after the delay (the answer is lost to a client that
     /// gives up earlier).
     AcceptThenHang(Duration),
+    /// Do the work, then answer a refusal (HTTP 400, Graph code 100), as a repeat of the
+    /// request would be answered: a publish that published its container and was answered
+    /// "already published" (a retry at Meta's edge). The container is `PUBLISHED` all the
+    /// same, and its status says so.
+    AcceptThenRefuse,
 }
 
 /// Which reading of Meta's "emojis are counted as the number of UTF-8 bytes" the fake enforces.
@@ -311,7 +317,7 @@ impl State {
 
     fn fault(&self, mode: Mode) -> Option<ResponseTemplate> {
         match mode {
-            Mode::Normal | Mode::AcceptThenHang(_) => None,
+            Mode::Normal | Mode::AcceptThenHang(_) | Mode::AcceptThenRefuse => None,
             Mode::Status(500) => Some(graph_error(
                 500,
                 2,
@@ -339,6 +345,7 @@ impl State {
     fn late(mode: Mode, answer: ResponseTemplate) -> ResponseTemplate {
         match mode {
             Mode::AcceptThenHang(d) => answer.set_delay(d),
+            Mode::AcceptThenRefuse => bad_param("This media has already been published"),
             _ => answer,
         }
     }

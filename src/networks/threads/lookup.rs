@@ -9,7 +9,9 @@ use crate::networks::{Created, PostError, PreparedPost};
 
 impl ThreadsAdapter {
     /// The post of a container found `PUBLISHED`: looked up for its id and permalink; when the
-    /// lookup cannot name it, it exists all the same.
+    /// lookup cannot name it, it exists all the same. It is the post of the kept request (the
+    /// one that names the container), never someone else's:
+    /// [`PostError::StagedPublished`].
     pub(super) async fn already_published(
         &self,
         post: &PreparedPost,
@@ -32,9 +34,9 @@ impl ThreadsAdapter {
                 }
             }
         };
-        PostError::AlreadyExists {
+        PostError::StagedPublished {
             network: NETWORK,
-            existing,
+            post: existing,
         }
     }
 
@@ -62,7 +64,14 @@ impl ThreadsAdapter {
             let page = ListPage::parse(&answer(resp, Op::List).await?);
             let mut reached_older = false;
             for p in &page.posts {
-                let at = p.timestamp.as_deref().and_then(wire::parse_timestamp);
+                let at = match p.timestamp.as_deref().map(wire::parse_timestamp) {
+                    Some(Ok(at)) => Some(at),
+                    Some(Err(e)) => {
+                        tracing::warn!(network = NETWORK, post = %p.id, "{e}");
+                        None
+                    }
+                    None => None,
+                };
                 if at.zip(cutoff).is_some_and(|(at, cut)| at < cut) {
                     reached_older = true;
                     continue;
@@ -98,7 +107,7 @@ impl ThreadsAdapter {
         };
         match self.status(container, None).await? {
             ContainerStatus::Published => match self.already_published(post, Some(since)).await {
-                PostError::AlreadyExists { existing, .. } => Ok(Some(existing)),
+                PostError::StagedPublished { post, .. } => Ok(Some(post)),
                 e => Err(e),
             },
             ContainerStatus::Finished | ContainerStatus::InProgress => Ok(None),

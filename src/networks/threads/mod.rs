@@ -452,7 +452,9 @@ impl ThreadsAdapter {
             Ok(v) => id_of(&v),
             // A refusal whose code is not the token's or a rate limit's: a container already
             // published is refused too (with a code Meta does not document), so its status
-            // says what the refusal means.
+            // says what the refusal means. `PUBLISHED` is this request's own post, whoever's
+            // call published it: only the kept request names the container
+            // ([`PostError::StagedPublished`]).
             // (A revoked token fails that read too, and the refusal is answered as it is.)
             Err(refusal @ PostError::Rejected { .. }) => {
                 return Err(match self.status(container, None).await {

@@ -308,10 +308,18 @@ pub fn comparable(text: &str) -> String {
 }
 
 /// A Threads timestamp (`2026-12-04T10:15:00+0000`; `Z` and `+00:00` accepted too) → Unix
-/// seconds.
-pub fn parse_timestamp(s: &str) -> Option<i64> {
+/// seconds, or what is wrong with it. Any text gets an answer: Threads' answer is outside
+/// input (a timestamp ending in a multi-byte character once split off a character boundary
+/// and panicked, on every reconcile: issue 30).
+pub fn parse_timestamp(s: &str) -> Result<i64, String> {
     let s = s.trim();
-    let fixed = match s.len().checked_sub(5).map(|i| s.split_at(i)) {
+    // The last five bytes, if they make a zone: `str::get` answers `None` off a character
+    // boundary instead of panicking.
+    let split = s
+        .len()
+        .checked_sub(5)
+        .and_then(|i| Some((s.get(..i)?, s.get(i..)?)));
+    let fixed = match split {
         // `+0000` → `+00:00`, which RFC 3339 wants.
         Some((head, zone))
             if (zone.starts_with('+') || zone.starts_with('-'))
@@ -322,8 +330,13 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
         _ => s.to_owned(),
     };
     time::OffsetDateTime::parse(&fixed, &time::format_description::well_known::Rfc3339)
-        .ok()
         .map(time::OffsetDateTime::unix_timestamp)
+        .map_err(|e| {
+            let shown: String = s.chars().take(40).collect();
+            format!(
+                "Threads answered a post timestamp that is not RFC 3339 ({shown:?}: {e}); the post is compared by its text alone"
+            )
+        })
 }
 
 #[cfg(test)]
@@ -411,10 +424,29 @@ mod tests {
     #[test]
     fn timestamps() {
         let t = 1_796_206_500; // 2026-12-02T10:15:00Z
-        assert_eq!(parse_timestamp("2026-12-02T10:15:00+0000"), Some(t));
-        assert_eq!(parse_timestamp("2026-12-02T10:15:00Z"), Some(t));
-        assert_eq!(parse_timestamp("2026-12-02T11:15:00+01:00"), Some(t));
-        assert_eq!(parse_timestamp("2026-12-02T11:15:00+0100"), Some(t));
-        assert_eq!(parse_timestamp("yesterday"), None);
+        assert_eq!(parse_timestamp("2026-12-02T10:15:00+0000"), Ok(t));
+        assert_eq!(parse_timestamp("2026-12-02T10:15:00Z"), Ok(t));
+        assert_eq!(parse_timestamp("2026-12-02T11:15:00+01:00"), Ok(t));
+        assert_eq!(parse_timestamp("2026-12-02T11:15:00+0100"), Ok(t));
+        let e = parse_timestamp("yesterday").unwrap_err();
+        assert!(e.contains("not RFC 3339") && e.contains("yesterday"), "{e}");
+    }
+
+    /// Issue 30: the last five bytes of a timestamp are not always five characters. Each of
+    /// these once panicked (`split_at` off a character boundary); now each is an error that
+    /// says what was answered.
+    #[test]
+    fn a_non_ascii_timestamp_is_an_error_never_a_panic() {
+        for s in [
+            "2026-12-02T10:15:00+00é",
+            "2026-12-02T10:15😀😀",
+            "é",
+            "ééé",
+            "2026-12-02T10:15:00+０００0",
+            "\u{feff}2026-12-02T10:15:00+0000\u{200b}",
+        ] {
+            let e = parse_timestamp(s).unwrap_err();
+            assert!(e.contains("not RFC 3339"), "{s:?}: {e}");
+        }
     }
 }
