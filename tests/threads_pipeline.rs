@@ -103,7 +103,8 @@ async fn posts_once_with_the_container_in_the_intent_before_the_publish() {
     let key = env.key();
 
     // Held just after the intent: the container exists and is kept; nothing is published yet.
-    fail::cfg("after-intent", "1*return(sleep:500)").expect("fail point");
+    // Held long enough that a loaded machine still reads the intent inside the hold.
+    fail::cfg("after-intent", "1*return(sleep:2000)").expect("fail point");
     let running = {
         let app = env.app.clone();
         let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Threads]);
@@ -111,7 +112,8 @@ async fn posts_once_with_the_container_in_the_intent_before_the_publish() {
         tokio::spawn(async move { app.pipeline.run(req, dl).await })
     };
     let mut kept = None;
-    for _ in 0..100 {
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < give_up {
         kept = kept_container(&env, &key).await;
         if kept.is_some() {
             break;
