@@ -84,7 +84,9 @@ async fn a_black_holed_connection_is_closed_at_its_budget_and_the_pool_heals() {
             c.simple_query(sql).await.map(|_| ())
         })
     };
-    probe("SELECT 1").await.expect("the first statement answers");
+    probe("SELECT 1")
+        .await
+        .expect("the first statement answers");
     assert_eq!(proxy.accepted(), 1);
     proxy.black_hole("SELECT 'into the hole'");
     let lost = probe("SELECT 'into the hole'")
@@ -94,7 +96,11 @@ async fn a_black_holed_connection_is_closed_at_its_budget_and_the_pool_heals() {
         lost.unknown && lost.message.contains("no answer within 1000 ms"),
         "{lost}"
     );
-    assert_eq!(proxy.black_holes().0, 1, "the proxy black-holed the connection");
+    assert_eq!(
+        proxy.black_holes().0,
+        1,
+        "the proxy black-holed the connection"
+    );
     let mut failures = Vec::new();
     for _ in 0..5 {
         if let Err(e) = probe("SELECT 1").await {
@@ -175,8 +181,9 @@ async fn a_running_process_refuses_a_schema_migrated_past_it() {
     let o = env.post(&key, &format!("After {key}")).await;
     assert_eq!(o.outcome, OutcomeKind::Failed, "{}", o.detail);
     assert!(
-        o.detail.contains(&format!("version {newer}, newer than this postonce knows ({LATEST})"))
-            && o.detail.contains("upgrade postonce"),
+        o.detail.contains(&format!(
+            "version {newer}, newer than this postonce knows ({LATEST})"
+        )) && o.detail.contains("upgrade postonce"),
         "the refusal names both versions and the fix: {}",
         o.detail
     );
@@ -195,13 +202,16 @@ fn db_migrate_refuses_a_schema_newer_than_it_knows() {
     let newer = LATEST + 1;
     pg.psql(
         "postgres",
-        &format!("INSERT INTO postonce_schema (version, name) VALUES ({newer}, 'a newer postonce')"),
+        &format!(
+            "INSERT INTO postonce_schema (version, name) VALUES ({newer}, 'a newer postonce')"
+        ),
     );
     let (code, text) = binary(&vars, &["db", "migrate"], bound);
     assert_eq!(code, Some(2), "{text}");
     assert!(
-        text.contains(&format!("version {newer}, newer than this postonce knows ({LATEST})"))
-            && text.contains("upgrade postonce")
+        text.contains(&format!(
+            "version {newer}, newer than this postonce knows ({LATEST})"
+        )) && text.contains("upgrade postonce")
             && !text.contains("nothing to do"),
         "{text}"
     );
@@ -256,9 +266,10 @@ async fn a_migration_that_cannot_get_its_lock_gives_up_and_says_why() {
         "nothing of the migration is left"
     );
     holder.batch_execute("COMMIT").await.expect("release");
-    let (code, text) = tokio::task::spawn_blocking(move || binary(&vars, &["db", "migrate"], bound))
-        .await
-        .expect("join");
+    let (code, text) =
+        tokio::task::spawn_blocking(move || binary(&vars, &["db", "migrate"], bound))
+            .await
+            .expect("join");
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(
         pg.psql("postgres", "SELECT max(version) FROM postonce_schema"),

@@ -100,9 +100,14 @@ impl Database {
 
 /// What stopped [`apply`].
 enum Failed {
-    Ahead { have: i32 },
+    Ahead {
+        have: i32,
+    },
     /// A lock not granted within the lock timeout (SQLSTATE 55P03), in this migration.
-    Lock { version: i32, name: &'static str },
+    Lock {
+        version: i32,
+        name: &'static str,
+    },
     Pg(tokio_postgres::Error),
 }
 

@@ -22,8 +22,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::config::SslMode;
 
 use crate::vars::Secret;
-pub use schema::SchemaError;
 use schema::SchemaCheck;
+pub use schema::SchemaError;
 use tls::Verify;
 
 /// A failed database call. `unknown`: the statement may or may not have taken effect (the

@@ -9,7 +9,10 @@
 //! handed out again: it is marked *in flight* before each statement and the mark is cleared only
 //! once the server has answered; a pre-recycle hook closes every connection that comes back to
 //! the pool still marked. Marking before the statement (rather than after the timeout) leaves no
-//! moment in which the abandoned connection sits in the pool unmarked.
+//! moment in which the abandoned connection sits in the pool unmarked, whoever cancels the
+//! statement (its own budget or a caller's). The cost is the other way round: a connection that
+//! answered goes back to the pool an instant before its mark is cleared, and a waiter that took
+//! it in that instant would close it and connect anew (a reconnect, never a wrong answer).
 //!
 //! TCP keepalives on idle connections (see [`KEEPALIVE_IDLE`]) keep a NAT's or firewall's flow
 //! alive and find a dead peer while the connection waits in the pool.

@@ -45,7 +45,9 @@ pub fn verdict(have: i32) -> Result<i32, SchemaError> {
 ///
 /// # Errors
 /// When the database cannot be asked.
-pub(super) async fn version_on(client: &tokio_postgres::Client) -> Result<i32, tokio_postgres::Error> {
+pub(super) async fn version_on(
+    client: &tokio_postgres::Client,
+) -> Result<i32, tokio_postgres::Error> {
     match client
         .query_one("SELECT coalesce(max(version), 0) FROM postonce_schema", &[])
         .await
@@ -103,13 +105,19 @@ mod tests {
         assert!(!due(Some(now), now), "just passed: go on");
         let later = now + RECHECK - Duration::from_millis(1);
         assert!(!due(Some(now), later));
-        assert!(due(Some(now), now + RECHECK), "passed too long ago: check again");
+        assert!(
+            due(Some(now), now + RECHECK),
+            "passed too long ago: check again"
+        );
         let check = SchemaCheck::default();
         assert!(check.due());
         check.passed();
         assert!(!check.due());
         check.forget();
-        assert!(check.due(), "a statement that met an undefined column asks again");
+        assert!(
+            check.due(),
+            "a statement that met an undefined column asks again"
+        );
     }
 
     #[test]
