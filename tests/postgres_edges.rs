@@ -147,6 +147,7 @@ async fn a_database_unreachable_at_start_is_checked_when_it_answers_and_again_af
     };
     let behind = run().await;
     assert_eq!(behind.outcome, OutcomeKind::Failed, "{}", behind.detail);
+    assert!(behind.retryable, "a migrate fixes it: {}", behind.detail);
     assert!(
         behind.detail.contains("postonce db migrate") && behind.detail.contains("version 0"),
         "the refusal names the schema and the fix: {}",
