@@ -227,7 +227,8 @@ impl App {
 
 /// Opens the PostgreSQL pool when `DATABASE_URL` is set, and checks the schema's version: a
 /// schema that is behind (or ahead) stops the start (nothing is sent); a database that cannot
-/// be reached now does not (every store call reports it, as a retryable failure).
+/// be reached now does not (every store call reports it, as a retryable failure, and the first
+/// statement that reaches it checks the version before it runs: [`crate::postgres::schema`]).
 #[cfg(feature = "postgres")]
 async fn database(config: &Config) -> Result<Db, String> {
     use crate::postgres::SchemaError;

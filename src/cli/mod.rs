@@ -448,6 +448,10 @@ async fn db_migrate(config: &Config) -> i32 {
             println!("{said}");
             0
         }
+        // A schema newer than this binary's: the same answer (exit 2) as at start-up.
+        Err(e @ crate::postgres::migrate::MigrateError::Ahead { .. }) => {
+            bad_input(format!("DATABASE_URL: {e}"))
+        }
         Err(e) => {
             eprintln!("postonce: {e}");
             1

@@ -4,19 +4,26 @@
 //!
 //! `DATABASE_URL` may hold a password: it is kept in a [`Secret`] and no message here repeats
 //! it. Every statement runs under `POSTONCE_DATABASE_TIMEOUT_MS` twice over: the server's
-//! `statement_timeout` (set at connect) and a client-side `tokio::time::timeout`.
+//! `statement_timeout` (set at connect) and a client-side `tokio::time::timeout`; a connection
+//! whose statement got no answer is closed, never reused ([`pool`]). Statements check the
+//! schema's version before they rely on it ([`schema`]).
 
 pub mod migrate;
+mod pool;
+pub mod schema;
 pub mod tls;
 
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
 use crate::vars::Secret;
+use schema::SchemaCheck;
+pub use schema::SchemaError;
 use tls::Verify;
 
 /// A failed database call. `unknown`: the statement may or may not have taken effect (the
@@ -104,6 +111,7 @@ impl ConnectOptions {
         let mut sslmode = "prefer".to_owned();
         let mut root_cert = None;
         let mut kept = Vec::new();
+        let mut given = Vec::new();
         for pair in query.trim_start_matches('?').split('&') {
             if pair.is_empty() {
                 continue;
@@ -118,7 +126,10 @@ impl ConnectOptions {
             match decode(k)?.as_str() {
                 "sslmode" => sslmode = decode(v)?,
                 "sslrootcert" => root_cert = Some(decode(v)?),
-                _ => kept.push(pair),
+                other => {
+                    given.push(other.to_owned());
+                    kept.push(pair);
+                }
             }
         }
         let (mode, verify) = match sslmode.as_str() {
@@ -142,6 +153,18 @@ impl ConnectOptions {
         let mut pg = tokio_postgres::Config::from_str(&url)
             .map_err(|e| format!("is not a valid PostgreSQL URL ({e})"))?;
         pg.ssl_mode(mode);
+        // TCP keepalives on idle pooled connections, unless the URL sets its own: tokio-postgres
+        // would wait 2 hours, long past the 350 s after which a NAT gateway forgets the flow.
+        let given = |k: &str| given.iter().any(|g| g == k);
+        if !given("keepalives_idle") {
+            pg.keepalives_idle(pool::KEEPALIVE_IDLE);
+        }
+        if !given("keepalives_interval") {
+            pg.keepalives_interval(pool::KEEPALIVE_INTERVAL);
+        }
+        if !given("keepalives_retries") {
+            pg.keepalives_retries(pool::KEEPALIVE_RETRIES);
+        }
         if pg.get_hosts().is_empty() {
             return Err("names no host (postgres://user:password@host:5432/database)".into());
         }
@@ -160,6 +183,9 @@ impl ConnectOptions {
 pub struct Database {
     pool: Pool,
     budget: Duration,
+    /// The connections carrying a statement; one left marked is closed, not reused.
+    in_flight: Arc<pool::InFlight>,
+    schema: SchemaCheck,
 }
 
 impl std::fmt::Debug for Database {
@@ -202,7 +228,9 @@ impl Database {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let in_flight = Arc::new(pool::InFlight::default());
         let pool = Pool::builder(manager)
+            .pre_recycle(in_flight.hook())
             .max_size(pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(budget))
@@ -210,7 +238,12 @@ impl Database {
             .recycle_timeout(Some(budget))
             .build()
             .map_err(|e| format!("DATABASE_URL: cannot build the connection pool ({e})"))?;
-        Ok(Self { pool, budget })
+        Ok(Self {
+            pool,
+            budget,
+            in_flight,
+            schema: SchemaCheck::default(),
+        })
     }
 
     /// The per-statement budget.
@@ -219,7 +252,8 @@ impl Database {
     }
 
     /// Runs `f` with a pooled connection, the whole under the budget. `what` names the
-    /// operation in errors.
+    /// operation in errors. The schema's version is checked first when due ([`schema`]): a
+    /// schema behind or ahead of this binary is refused, before `f` sends anything.
     ///
     /// # Errors
     /// A [`DbError`]: `unknown` when the outcome of a write cannot be known.
@@ -228,12 +262,39 @@ impl Database {
         F: FnOnce(Object) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
+        self.run(what, true, f).await
+    }
+
+    /// [`Self::with`], checking the schema first when `check` (and the check is due).
+    async fn run<T, F, Fut>(&self, what: &str, check: bool, f: F) -> Result<T, DbError>
+    where
+        F: FnOnce(Object) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
         let work = async {
-            let client = self.pool.get().await.map_err(|e| {
-                // Not connected: nothing was sent.
-                DbError::new(what, format!("no connection ({e})"), false)
-            })?;
-            f(client).await.map_err(|e| DbError::from_pg(what, &e))
+            let client = self.connection(what).await?;
+            if check && self.schema.due() {
+                self.check_on(what, &client).await?;
+            }
+            // Marked until the server answers: abandoned at the budget (this future dropped)
+            // or failed without an answer, the connection is closed when it comes back.
+            let flight = self.in_flight.take_off(&client);
+            let result = f(client).await.map_err(|e| DbError::from_pg(what, &e));
+            match &result {
+                Err(e) if e.unknown => {}
+                _ => flight.landed(),
+            }
+            match result {
+                Err(e) if check && schema::undefined(e.code.as_deref()) => {
+                    // Not the schema this statement was written for: ask again, so that the
+                    // answer names the version (migrated past this binary, or never).
+                    self.schema.forget();
+                    let client = self.connection(what).await?;
+                    self.check_on(what, &client).await?;
+                    Err(e)
+                }
+                other => other,
+            }
         };
         match tokio::time::timeout(self.budget, work).await {
             Ok(r) => r,
@@ -248,24 +309,48 @@ impl Database {
         }
     }
 
+    async fn connection(&self, what: &str) -> Result<Object, DbError> {
+        self.pool.get().await.map_err(|e| {
+            // Not connected: nothing was sent.
+            DbError::new(what, format!("no connection ({e})"), false)
+        })
+    }
+
+    /// Asks for the schema's version on `client`; refuses one behind or ahead.
+    async fn check_on(&self, what: &str, client: &Object) -> Result<(), DbError> {
+        let flight = self.in_flight.take_off(client);
+        let have = match schema::version_on(client).await {
+            Ok(have) => have,
+            Err(e) => {
+                let e = DbError::from_pg(what, &e);
+                if !e.unknown {
+                    flight.landed();
+                }
+                return Err(e);
+            }
+        };
+        flight.landed();
+        match schema::verdict(have) {
+            Ok(_) => {
+                self.schema.passed();
+                Ok(())
+            }
+            Err(e) => {
+                self.schema.forget();
+                Err(DbError::new(what, e.to_string(), false))
+            }
+        }
+    }
+
     /// The schema version the database is at (0: never migrated).
     ///
     /// # Errors
     /// When the database cannot be asked.
     pub async fn schema_version(&self) -> Result<i32, DbError> {
-        let r = self
-            .with("schema version", |c| async move {
-                let row = c
-                    .query_one("SELECT coalesce(max(version), 0) FROM postonce_schema", &[])
-                    .await?;
-                row.try_get::<_, i32>(0)
-            })
-            .await;
-        match r {
-            // 42P01: undefined_table (never migrated).
-            Err(e) if e.code.as_deref() == Some("42P01") => Ok(0),
-            other => other,
-        }
+        self.run("schema version", false, |c| async move {
+            schema::version_on(&c).await
+        })
+        .await
     }
 
     /// Checks that the schema is the one this binary expects.
@@ -277,14 +362,16 @@ impl Database {
             .schema_version()
             .await
             .map_err(SchemaError::Unreachable)?;
-        let want = migrate::LATEST;
-        if have < want {
-            return Err(SchemaError::Behind { have, want });
+        match schema::verdict(have) {
+            Ok(v) => {
+                self.schema.passed();
+                Ok(v)
+            }
+            Err(e) => {
+                self.schema.forget();
+                Err(e)
+            }
         }
-        if have > want {
-            return Err(SchemaError::Ahead { have, want });
-        }
-        Ok(have)
     }
 
     /// The database's clock, Unix milliseconds (doctor compares it with the host's).
@@ -292,7 +379,7 @@ impl Database {
     /// # Errors
     /// When the database cannot be asked.
     pub async fn clock_ms(&self) -> Result<i64, DbError> {
-        self.with("clock", |c| async move {
+        self.run("clock", false, |c| async move {
             let row = c
                 .query_one(
                     "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_setting('server_version')",
@@ -303,17 +390,6 @@ impl Database {
         })
         .await
     }
-}
-
-/// Why the schema is not usable.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum SchemaError {
-    #[error("the database schema is at version {have}, this postonce needs version {want}: run `postonce db migrate` (with the same DATABASE_URL) first")]
-    Behind { have: i32, want: i32 },
-    #[error("the database schema is at version {have}, newer than this postonce knows ({want}): upgrade postonce")]
-    Ahead { have: i32, want: i32 },
-    #[error("{0}")]
-    Unreachable(DbError),
 }
 
 #[cfg(test)]
@@ -341,6 +417,29 @@ mod tests {
             let e = ConnectOptions::parse(bad).expect_err(bad);
             assert!(!e.contains("hunter2"), "{e}");
         }
+    }
+
+    #[test]
+    fn idle_connections_send_keepalives_before_a_nat_forgets_them_unless_the_url_says_otherwise() {
+        let o = ConnectOptions::parse("postgres://u:p@h/app").expect("parses");
+        assert!(o.pg.get_keepalives(), "keepalives are on");
+        assert!(
+            o.pg.get_keepalives_idle() < Duration::from_secs(350),
+            "{:?}",
+            o.pg.get_keepalives_idle()
+        );
+        assert_eq!(
+            o.pg.get_keepalives_interval(),
+            Some(pool::KEEPALIVE_INTERVAL)
+        );
+        assert_eq!(o.pg.get_keepalives_retries(), Some(pool::KEEPALIVE_RETRIES));
+        let o = ConnectOptions::parse(
+            "postgres://u:p@h/app?keepalives_idle=30&keepalives_interval=5&keepalives_retries=9",
+        )
+        .expect("parses");
+        assert_eq!(o.pg.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(o.pg.get_keepalives_interval(), Some(Duration::from_secs(5)));
+        assert_eq!(o.pg.get_keepalives_retries(), Some(9));
     }
 
     fn hosts(o: &ConnectOptions) -> Vec<(String, u16)> {

@@ -10,6 +10,10 @@
 //! that the statement completed (`CommandComplete`, no `ErrorResponse`, status idle: committed)
 //! and closes both sides without passing any of it on. Without TLS only: connect with
 //! `sslmode=disable` ([`PgProxy::url`]).
+//!
+//! It can also black-hole a connection ([`PgProxy::black_hole`]), as an idle NAT or VPC flow
+//! that was dropped, or a paused server, does: from the chosen statement on, nothing passes
+//! either way and nothing is closed; only the client can end it.
 
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +35,13 @@ struct Shared {
     cuts: Vec<Cut>,
     /// The first line of every statement bound through the proxy, in order (what it saw).
     seen: Vec<String>,
+    /// The text a statement's SQL must contain to black-hole its connection (once).
+    hole: Option<String>,
+    /// Connections black-holed so far, and how many of them the client has closed since.
+    holes: usize,
+    holes_closed: usize,
+    /// Connections accepted.
+    accepted: usize,
 }
 
 pub struct PgProxy {
@@ -48,6 +59,7 @@ impl PgProxy {
         let s = shared.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                s.lock().expect("lock").accepted += 1;
                 let s = s.clone();
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await {
@@ -78,6 +90,23 @@ impl PgProxy {
         let mut s = self.shared.lock().expect("lock");
         s.armed = None;
         s.cuts.clone()
+    }
+
+    /// Black-holes the next connection that sends a statement whose SQL contains `sql`: that
+    /// statement and everything after it, either way, go nowhere, and the connection stays open.
+    pub fn black_hole(&self, sql: &str) {
+        self.shared.lock().expect("lock").hole = Some(sql.to_owned());
+    }
+
+    /// (connections black-holed, of them closed by the client).
+    pub fn black_holes(&self) -> (usize, usize) {
+        let s = self.shared.lock().expect("lock");
+        (s.holes, s.holes_closed)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.shared.lock().expect("lock").accepted
     }
 
     /// The first line of every statement bound so far.
@@ -119,11 +148,21 @@ fn cstrings(body: &[u8], n: usize) -> Vec<String> {
 /// Whether the connection is holding back the answer to an armed statement (its armed text).
 type Cutting = Arc<Mutex<Option<String>>>;
 
+/// Whether the connection is black-holed.
+type Hole = Arc<std::sync::atomic::AtomicBool>;
+
 async fn connection(client: TcpStream, server: TcpStream, shared: Arc<Mutex<Shared>>) {
     let (mut client_r, client_w) = client.into_split();
     let (server_r, mut server_w) = server.into_split();
     let cutting: Cutting = Arc::new(Mutex::new(None));
-    let back = tokio::spawn(answers(server_r, client_w, cutting.clone(), shared.clone()));
+    let hole: Hole = Arc::default();
+    let back = tokio::spawn(answers(
+        server_r,
+        client_w,
+        cutting.clone(),
+        hole.clone(),
+        shared.clone(),
+    ));
     let mut statements = std::collections::HashMap::<String, String>::new();
     // The start-up message has no type byte; an SSLRequest would be answered with one byte
     // this proxy does not parse, hence sslmode=disable.
@@ -160,10 +199,22 @@ async fn connection(client: TcpStream, server: TcpStream, shared: Arc<Mutex<Shar
                 // Before the statement reaches the server, so its whole answer is held back.
                 *cutting.lock().expect("lock") = s.armed.take();
             }
+            if s.hole.as_ref().is_some_and(|h| sql.contains(h.as_str())) {
+                s.hole = None;
+                s.holes += 1;
+                hole.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        if hole.load(std::sync::atomic::Ordering::SeqCst) {
+            // Swallowed, as by a dropped flow; keep reading to see the client close.
+            continue;
         }
         if server_w.write_all(&bytes).await.is_err() {
             break;
         }
+    }
+    if hole.load(std::sync::atomic::Ordering::SeqCst) {
+        shared.lock().expect("lock").holes_closed += 1;
     }
     // The client left, or the answer side cut the connection: the server sees it end.
     let _ = server_w.shutdown().await;
@@ -176,11 +227,15 @@ async fn answers(
     mut server_r: OwnedReadHalf,
     mut client_w: OwnedWriteHalf,
     cutting: Cutting,
+    hole: Hole,
     shared: Arc<Mutex<Shared>>,
 ) {
     let mut held: Vec<u8> = Vec::new();
     let (mut tag, mut failed) = (None, false);
     while let Some((kind, bytes)) = message(&mut server_r, true).await {
+        if hole.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
         let armed = cutting.lock().expect("lock").clone();
         let Some(armed) = armed else {
             if client_w.write_all(&bytes).await.is_err() {
