@@ -47,8 +47,10 @@ impl OutDir {
             _ => {}
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // With O_DIRECTORY a final link answers ENOTDIR (Linux) or ELOOP: say which it was.
+        let link = || std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
         let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
-            Errno::LOOP => format!(
+            Errno::LOOP | Errno::NOTDIR if link() => format!(
                 "--out {shown}: is a symbolic link; postonce preview writes only into a real folder: name the folder itself"
             ),
             Errno::NOTDIR => format!(
