@@ -121,7 +121,11 @@ async fn only_files_inside_the_folders_are_read_and_every_other_path_gets_one_me
     for dir in [root.path(), allowed.as_path()] {
         chmod(dir, 0o755);
     }
-    for file in [allowed.join("cover.png"), allowed.join("big.png"), outside.clone()] {
+    for file in [
+        allowed.join("cover.png"),
+        allowed.join("big.png"),
+        outside.clone(),
+    ] {
         chmod(&file, 0o644);
     }
     // Root reads a file of mode 000: the server then runs as nobody, for whom it is unreadable.
@@ -179,7 +183,13 @@ async fn only_files_inside_the_folders_are_read_and_every_other_path_gets_one_me
     assert_eq!(said.len(), 1, "one message for every path: {said:#?}");
     let one = said.first().expect("a message");
     assert!(one.contains("POSTONCE_MCP_IMAGE_DIRS"), "{one}");
-    for leak in ["No such file", "ermission", "bytes", "symbolic link loop", "outside.png"] {
+    for leak in [
+        "No such file",
+        "ermission",
+        "bytes",
+        "symbolic link loop",
+        "outside.png",
+    ] {
         assert!(!one.contains(leak), "{one}");
     }
 

@@ -419,8 +419,14 @@ fn writes_go_to_the_folder_opened_once_even_if_it_is_swapped_for_a_link() {
         std::fs::read_to_string(elsewhere.join("linkedin.png")).expect("victim"),
         "precious"
     );
-    assert!(!elsewhere.join("linkedin.txt").exists(), "nothing written there");
-    assert!(!moved.join("linkedin.png").exists(), "removed where it was opened");
+    assert!(
+        !elsewhere.join("linkedin.txt").exists(),
+        "nothing written there"
+    );
+    assert!(
+        !moved.join("linkedin.png").exists(),
+        "removed where it was opened"
+    );
     assert_eq!(
         std::fs::read_to_string(moved.join("linkedin.txt")).expect("written"),
         "the text"

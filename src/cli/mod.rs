@@ -16,8 +16,8 @@ use crate::pipeline::{new_run_id, Action, PostRequest, Source};
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
-mod output;
 pub mod out_dir;
+mod output;
 mod preview;
 use output::{print_outcome, print_waiting, schedule_list, status, status_all};
 

@@ -161,7 +161,10 @@ fn write_all(dir: &Path, files: &[Output]) -> Result<Vec<PathBuf>, String> {
     for name in replace.iter().chain(&stale) {
         out.remove(name)?;
     }
-    files.iter().map(|f| out.create(&f.name, &f.bytes)).collect()
+    files
+        .iter()
+        .map(|f| out.create(&f.name, &f.bytes))
+        .collect()
 }
 
 /// Text for HTML: `&`, `<`, `>`, `"` and `'` escaped.

@@ -294,7 +294,11 @@ mod tests {
             PathBuf::from("covers/sub/a.png"),
             PathBuf::from("/proc/self/pagemap"),
         ] {
-            assert_eq!(rule.read(&bad.display().to_string()).unwrap_err(), one, "{bad:?}");
+            assert_eq!(
+                rule.read(&bad.display().to_string()).unwrap_err(),
+                one,
+                "{bad:?}"
+            );
         }
         assert!(LocalCovers::none()
             .read(&allowed.join("sub/a.png").display().to_string())
@@ -305,8 +309,13 @@ mod tests {
     #[test]
     fn a_file_that_states_no_size_is_read_no_further_than_the_cap() {
         let rule = beneath(Path::new("/proc/self"));
-        assert_eq!(rule.read("/proc/self/pagemap").unwrap_err(), rule.unusable());
-        let why = LocalCovers::Anywhere.read("/proc/self/pagemap").unwrap_err();
+        assert_eq!(
+            rule.read("/proc/self/pagemap").unwrap_err(),
+            rule.unusable()
+        );
+        let why = LocalCovers::Anywhere
+            .read("/proc/self/pagemap")
+            .unwrap_err();
         assert!(why.contains("pagemap"), "{why}");
     }
 
