@@ -157,7 +157,10 @@ impl App {
             _ => Arc::new(LogNotifier),
         };
 
-        let images = Arc::new(ImageFetcher::new(config.image_hosts.clone())?);
+        let images = Arc::new(ImageFetcher::with_local(
+            config.image_hosts.clone(),
+            config.local_covers.clone(),
+        )?);
         let mut lanes = BTreeMap::new();
         for (network, adapter) in &adapters {
             let dry = adapter.is_dry_run();

@@ -209,3 +209,72 @@ fn a_local_cover_is_checked_before_anything_is_stored() {
         "{why}"
     );
 }
+
+/// A fake proxy: counts every connection made to it and answers each with a 502.
+async fn counting_proxy() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (url, count)
+}
+
+/// Image fetches never go through a proxy (issue 30, finding 5): with `HTTPS_PROXY`,
+/// `HTTP_PROXY` and `ALL_PROXY` all pointing at a proxy that counts its connections, the cover
+/// is fetched from its host directly (the proxy would resolve the name itself, past the
+/// public-address filter) and the post goes out; the proxy is never touched. The networks keep
+/// the environment's proxy settings (here `NO_PROXY` sends their fakes, at 127.0.0.1, around
+/// it; the image host is named `localhost`, which `NO_PROXY` does not cover).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_fetch_never_uses_the_environments_proxy() {
+    use support::env::{Env, Stores};
+    let env = Env::with(Stores::Local, &[]).await;
+    let (proxy, count) = counting_proxy().await;
+    let localhost = |v: &str| v.replace("127.0.0.1", "localhost");
+    let slug = support::services::unique("proxy-");
+    let image = localhost(&env.images.url("/cover.png"));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .args(["post", "--kind", "blog", "--slug", &slug, "--json"])
+        .args(["--caption", "Through no proxy", "--image", &image])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .env(
+            "POSTONCE_IMAGE_HOSTS",
+            localhost(&env.vars["POSTONCE_IMAGE_HOSTS"]),
+        )
+        .env("HTTPS_PROXY", &proxy)
+        .env("HTTP_PROXY", &proxy)
+        .env("ALL_PROXY", &proxy)
+        .env("NO_PROXY", "127.0.0.1")
+        .output()
+        .await
+        .expect("run postonce");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        count.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the proxy was used: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("\"outcome\":\"posted\""), "{stdout}");
+    assert_eq!(env.images.hits("/cover.png").await, 1);
+    assert_eq!(env.linkedin.create_requests(), 1);
+}

@@ -390,6 +390,55 @@ async fn a_planted_symbolic_link_is_never_written_through() {
     assert_eq!(env.linkedin.total_requests().await, 0);
 }
 
+/// The folder is opened once and every look, delete and create goes through that descriptor
+/// (issue 30, finding 7): a folder swapped for a link to another one after it was opened (the
+/// window between `preview`'s checks and its writes) cannot send a delete or a new file there.
+/// A path whose own name is a link is refused at the open.
+#[test]
+fn writes_go_to_the_folder_opened_once_even_if_it_is_swapped_for_a_link() {
+    use postonce::cli::out_dir::{Found, OutDir};
+    let root = tempfile::tempdir().expect("dir");
+    let out = root.path().join("out");
+    std::fs::create_dir(&out).expect("out");
+    std::fs::write(out.join("linkedin.png"), "an earlier preview").expect("earlier");
+    let elsewhere = root.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("elsewhere");
+    std::fs::write(elsewhere.join("linkedin.png"), "precious").expect("victim");
+
+    let opened = OutDir::open(&out).expect("open the folder");
+    // The swap: the folder moves away and a link to another folder takes its name.
+    let moved = root.path().join("moved");
+    std::fs::rename(&out, &moved).expect("move the folder");
+    std::os::unix::fs::symlink(&elsewhere, &out).expect("plant the link");
+
+    assert_eq!(opened.inspect("linkedin.png"), Ok(Found::File));
+    opened.remove("linkedin.png").expect("remove");
+    let written = opened.create("linkedin.txt", b"the text").expect("create");
+    assert_eq!(written, out.join("linkedin.txt"), "shown by its path");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("linkedin.png")).expect("victim"),
+        "precious"
+    );
+    assert!(
+        !elsewhere.join("linkedin.txt").exists(),
+        "nothing written there"
+    );
+    assert!(
+        !moved.join("linkedin.png").exists(),
+        "removed where it was opened"
+    );
+    assert_eq!(
+        std::fs::read_to_string(moved.join("linkedin.txt")).expect("written"),
+        "the text"
+    );
+    // Names only: nothing that could leave the folder.
+    assert!(opened.create("../escape.txt", b"x").is_err());
+    assert!(!root.path().join("escape.txt").exists());
+    // The path's own name is now a link: refused.
+    let why = OutDir::open(&out).expect_err("a link is refused");
+    assert!(why.contains("symbolic link"), "{why}");
+}
+
 /// A WebP cover: the networks that do not take WebP get a rendition in a format they take,
 /// Threads (which fetches the image itself) is refused with the reason, shown in the page; a
 /// key with no stored draft and no draft given is bad input.

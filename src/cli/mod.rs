@@ -16,6 +16,7 @@ use crate::pipeline::{new_run_id, Action, PostRequest, Source};
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
+pub mod out_dir;
 mod output;
 mod preview;
 use output::{print_outcome, print_waiting, schedule_list, status, status_all};
@@ -266,6 +267,10 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     } = &cli.command
     {
         return db_migrate(&config).await;
+    }
+    if matches!(cli.command, Command::Mcp) {
+        // An agent's covers: only beneath POSTONCE_MCP_IMAGE_DIRS, at every read of the process.
+        config.local_covers = config.mcp_covers.clone();
     }
     if matches!(cli.command, Command::Serve { .. }) {
         // `serve` answers many requests at once: a larger pool than a CLI run's few.

@@ -4,17 +4,19 @@
 //! `preview` tool; this only checks the arguments, writes the files and says where.
 //!
 //! It writes nowhere but the folder: the names are fixed (a target's name, `index.html`), a
-//! folder that is a symbolic link or a file is refused, an output name that is a symbolic link
-//! (or anything but a regular file) refuses the whole preview before any file is written, and
-//! every file is created afresh (`create_new`: never opened through a link planted meanwhile).
+//! folder that is a symbolic link or a file is refused, the folder is opened once and every
+//! file is looked at, removed and created relative to that descriptor ([`OutDir`]: a folder
+//! swapped for a link afterwards cannot redirect a write), an output name that is a symbolic
+//! link (or anything but a regular file) refuses the whole preview before any file is written,
+//! and every file is created afresh (`O_EXCL | O_NOFOLLOW`: never through a link planted
+//! meanwhile).
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::json;
 
+use super::out_dir::{Found, OutDir};
 use super::{bad_input, post_request, DraftArgs, EXIT_BAD_INPUT};
 use crate::app::App;
 use crate::budget::Deadline;
@@ -135,75 +137,34 @@ fn outputs(p: &Preview) -> Vec<Output> {
     files
 }
 
-/// What an existing entry at an output name is.
-enum Found {
-    Nothing,
-    File,
-}
-
-/// What is at `path`, refusing anything but a regular file (a symbolic link is never followed).
-fn inspect(path: &Path) -> Result<Found, String> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(format!(
-            "{} is a symbolic link; postonce preview never writes through one. Remove it, or choose another --out",
-            path.display()
-        )),
-        Ok(m) if m.is_file() => Ok(Found::File),
-        Ok(_) => Err(format!(
-            "{} exists and is not a file; remove it, or choose another --out",
-            path.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Found::Nothing),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
-/// Writes `files` into `dir` (made if missing). Every name is checked before anything is
-/// written; an earlier preview's files there are replaced (and its covers in other formats
-/// removed), never written through.
+/// Writes `files` into `dir` (made if missing), opened once. Every name is checked before
+/// anything is written; an earlier preview's files there are replaced (and its covers in other
+/// formats removed), never written through.
 fn write_all(dir: &Path, files: &[Output]) -> Result<Vec<PathBuf>, String> {
     check_folder(dir)?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("--out {}: {e}", dir.display()))?;
-    check_folder(dir)?;
+    let out = OutDir::open(dir)?;
     // First look at every name, writing nothing.
     let mut replace = Vec::new();
     for f in files {
-        let path = dir.join(&f.name);
-        if let Found::File = inspect(&path)? {
-            replace.push(path);
+        if let Found::File = out.inspect(&f.name)? {
+            replace.push(f.name.clone());
         }
     }
     // An earlier preview's files this one does not write (a cover that was a PNG and is now a
     // JPEG): removed if they are regular files, left alone (not followed) otherwise.
-    let stale: Vec<PathBuf> = Network::ALL
+    let stale: Vec<String> = Network::ALL
         .into_iter()
         .flat_map(names_of)
         .filter(|name| !files.iter().any(|f| &f.name == name))
-        .map(|name| dir.join(name))
-        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()))
+        .filter(|name| matches!(out.inspect(name), Ok(Found::File)))
         .collect();
-    for path in replace.iter().chain(&stale) {
-        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for name in replace.iter().chain(&stale) {
+        out.remove(name)?;
     }
-    let mut written = Vec::new();
-    for f in files {
-        let path = dir.join(&f.name);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| {
-                format!(
-                    "{}: {e} (nothing is written through a link)",
-                    path.display()
-                )
-            })?;
-        file.write_all(&f.bytes)
-            .and_then(|()| file.flush())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
+    files
+        .iter()
+        .map(|f| out.create(&f.name, &f.bytes))
+        .collect()
 }
 
 /// Text for HTML: `&`, `<`, `>`, `"` and `'` escaped.

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::image::OriginPolicy;
+use crate::image::{LocalCovers, OriginPolicy};
 use crate::networks::{self, Configs, Network, Shared};
 use crate::vars::{bad, Vars};
 pub use crate::vars::{ConfigError, Secret};
@@ -72,6 +72,12 @@ pub struct Config {
     /// Every network's own configuration (its folder read it), in the registry's order.
     pub networks: Configs,
     pub image_hosts: OriginPolicy,
+    /// The folders the MCP server may read covers from (`POSTONCE_MCP_IMAGE_DIRS`, resolved at
+    /// start-up); unset: none.
+    pub mcp_covers: LocalCovers,
+    /// Where this process reads a draft's local cover from: anywhere, except in the MCP server,
+    /// which sets it to [`Config::mcp_covers`].
+    pub local_covers: LocalCovers,
     pub claim_ttl: Duration,
     pub function_timeout: Duration,
     pub timeouts: Timeouts,
@@ -325,6 +331,13 @@ impl Config {
             Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
         };
 
+        let mcp_covers = match get("POSTONCE_MCP_IMAGE_DIRS") {
+            None => LocalCovers::none(),
+            Some(list) => {
+                LocalCovers::parse_dirs(&list).map_err(|e| bad("POSTONCE_MCP_IMAGE_DIRS", e))?
+            }
+        };
+
         let claim_ttl = vars.seconds("POSTONCE_CLAIM_TTL_S", 120)?;
         let function_timeout = vars.seconds("POSTONCE_FUNCTION_TIMEOUT_S", 60)?;
         if claim_ttl <= function_timeout {
@@ -479,6 +492,8 @@ impl Config {
             targets,
             networks,
             image_hosts,
+            mcp_covers,
+            local_covers: LocalCovers::Anywhere,
             claim_ttl,
             function_timeout,
             timeouts,

@@ -163,6 +163,14 @@ fn errors_name_the_variable() {
             vec![("POSTONCE_IMAGE_HOSTS", "ftp://x")],
             "POSTONCE_IMAGE_HOSTS",
         ),
+        (
+            vec![("POSTONCE_MCP_IMAGE_DIRS", "covers")],
+            "POSTONCE_MCP_IMAGE_DIRS",
+        ),
+        (
+            vec![("POSTONCE_MCP_IMAGE_DIRS", "/no/such/postonce/folder")],
+            "POSTONCE_MCP_IMAGE_DIRS",
+        ),
         (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
         (vec![("POSTONCE_TABLE", "postonce")], "REDIS_URL"),
         (
@@ -491,4 +499,23 @@ fn every_network_names_its_own_pacing_and_secret_variables() {
             assert_eq!(*param, format!("{var}_PARAM"));
         }
     }
+}
+
+#[test]
+fn mcp_covers_come_from_no_folder_unless_named_and_the_folders_are_resolved_at_start() {
+    let c = load(&[]).unwrap();
+    assert_eq!(c.mcp_covers, LocalCovers::none());
+    assert_eq!(c.local_covers, LocalCovers::Anywhere);
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let list = format!("{}, /tmp", link.display());
+    let c = load(&[("POSTONCE_MCP_IMAGE_DIRS", &list)]).unwrap();
+    let LocalCovers::Beneath(dirs) = &c.mcp_covers else {
+        panic!("{:?}", c.mcp_covers)
+    };
+    assert_eq!(dirs.len(), 2);
+    assert_eq!(dirs[0].canonical(), std::fs::canonicalize(&real).unwrap());
 }

@@ -4,18 +4,20 @@
 //! https host). Names are resolved through a resolver that drops loopback, private, link-local
 //! and other non-public addresses unless the origin was listed explicitly, so neither a hostile
 //! URL nor a DNS answer can point the fetch at the metadata service or the VPC. Redirects are
-//! followed only within the same origin. The body is streamed and cut at 8 MiB; what it is
-//! is judged from its bytes ([`super::vet`]), never from the `Content-Type`.
+//! followed only within the same origin. No proxy is ever used, whatever `HTTPS_PROXY`,
+//! `HTTP_PROXY` or `ALL_PROXY` say: a proxy resolves the name itself, which would bypass that
+//! filter (the network calls keep the environment's proxy). The body is streamed and cut at
+//! 8 MiB; what it is is judged from its bytes ([`super::vet`]), never from the `Content-Type`.
+//! A local file is read under the process's [`LocalCovers`] rule, on a blocking thread.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
-use super::{vet, Image, ImageError, MAX_IMAGE_BYTES};
+use super::{vet, Image, ImageError, LocalCovers, MAX_IMAGE_BYTES};
 
 /// One allowed origin pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,12 +248,23 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
 pub struct ImageFetcher {
     http: reqwest::Client,
     policy: OriginPolicy,
+    local: LocalCovers,
 }
 
 impl ImageFetcher {
+    /// Local files are read from anywhere ([`LocalCovers::Anywhere`]).
+    ///
     /// # Errors
     /// When the HTTP client cannot be built (TLS backend).
     pub fn new(policy: OriginPolicy) -> Result<Self, String> {
+        Self::with_local(policy, LocalCovers::Anywhere)
+    }
+
+    /// Local files are read only as `local` allows (the MCP server: beneath its folders).
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (TLS backend).
+    pub fn with_local(policy: OriginPolicy, local: LocalCovers) -> Result<Self, String> {
         let resolver = PublicOnlyResolver {
             explicit: Arc::new(policy.explicit_hosts()),
         };
@@ -268,12 +281,18 @@ impl ImageFetcher {
         let http = reqwest::Client::builder()
             .dns_resolver(Arc::new(resolver))
             .redirect(redirects)
+            // Never through a proxy: it would resolve the name, past the resolver above.
+            .no_proxy()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .user_agent(concat!("postonce/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Self { http, policy })
+        Ok(Self {
+            http,
+            policy,
+            local,
+        })
     }
 
     /// Whether `source` may be fetched at all (the origin policy), before anything is sent
@@ -288,14 +307,14 @@ impl ImageFetcher {
         self.policy.check(source).map(|_| ())
     }
 
-    /// Fetches an image URL (streamed, capped) or reads a local file (CLI drafts only:
-    /// their image is an absolute path).
+    /// Fetches an image URL (streamed, capped) or reads a local file (a draft from the CLI or
+    /// the MCP server: its image is an absolute path) under the [`LocalCovers`] rule.
     ///
     /// # Errors
     /// [`ImageError`]: refused (permanent) or unavailable (transient).
     pub async fn fetch(&self, source: &str) -> Result<Image, ImageError> {
         if source.starts_with('/') {
-            return read_file(Path::new(source)).await;
+            return self.read_file(source).await;
         }
         let url = self.policy.check(source)?;
         let mut resp = self.http.get(url).send().await.map_err(|e| {
@@ -343,6 +362,19 @@ impl ImageFetcher {
     }
 }
 
+impl ImageFetcher {
+    /// A local file, read on a blocking thread (never on the async threads) and capped.
+    async fn read_file(&self, source: &str) -> Result<Image, ImageError> {
+        let local = self.local.clone();
+        let source = source.to_owned();
+        let read = tokio::task::spawn_blocking(move || local.read(&source))
+            .await
+            .map_err(|e| ImageError::Unavailable(format!("the file could not be read ({e})")))?;
+        let (_, bytes) = read.map_err(ImageError::Refused)?;
+        vet(bytes)
+    }
+}
+
 fn too_large() -> ImageError {
     ImageError::Refused(format!(
         "larger than {} MiB",
@@ -358,25 +390,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         src = s.source();
     }
     parts.join(": ")
-}
-
-async fn read_file(path: &Path) -> Result<Image, ImageError> {
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| ImageError::Refused(format!("{}: {e}", path.display())))?;
-    if !meta.is_file() {
-        return Err(ImageError::Refused(format!(
-            "{} is not a file",
-            path.display()
-        )));
-    }
-    if meta.len() > MAX_IMAGE_BYTES as u64 {
-        return Err(too_large());
-    }
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|e| ImageError::Refused(format!("{}: {e}", path.display())))?;
-    vet(Bytes::from(bytes))
 }
 
 #[cfg(test)]

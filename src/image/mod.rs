@@ -7,9 +7,9 @@ mod decode;
 mod fetch;
 mod format;
 mod limits;
+mod local;
 pub mod render;
 
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -19,6 +19,7 @@ pub use decode::{MAX_ANIMATION_PIXELS, MAX_PIXELS};
 pub use fetch::{is_public, ImageFetcher, OriginPolicy};
 pub use format::{Format, Formats};
 pub use limits::ImageLimits;
+pub use local::{ImageDir, LocalCovers, MCP_IMAGE_DIRS};
 
 /// The download cap (URLs and local files). Some networks document no byte limit; third parties
 /// report 5-8 MB.
@@ -217,35 +218,12 @@ pub async fn cover(
     .map_err(|e| ImageError::Refused(format!("the image could not be processed ({e})")))?
 }
 
-/// Checks a local cover before anything is stored (`postonce post --image PATH`, a local path
-/// given to `serve` or the MCP server): it must be a file within the size cap, and decode
-/// strictly. Returns its canonical path.
+/// Checks a local cover before anything is stored (`postonce post --image PATH`): any file
+/// this process can read, as [`LocalCovers::Anywhere`] reads it. Blocking. Returns its
+/// canonical path.
 ///
 /// # Errors
 /// The cause and the fix, for people.
 pub fn check_local(raw: &str) -> Result<String, String> {
-    let shown: String = raw.chars().take(200).collect();
-    let path = std::fs::canonicalize(raw).map_err(|e| {
-        format!("{shown:?}: {e}; give an https URL or the path of a JPEG, PNG, GIF or WebP file on this machine")
-    })?;
-    let meta = std::fs::metadata(&path).map_err(|e| format!("{shown:?}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!(
-            "{shown:?} is not a file; give an https URL or the path of a JPEG, PNG, GIF or WebP file"
-        ));
-    }
-    if meta.len() > MAX_IMAGE_BYTES as u64 {
-        return Err(format!(
-            "{shown:?} is {} bytes, more than the {} MiB a cover may have",
-            meta.len(),
-            MAX_IMAGE_BYTES / (1024 * 1024)
-        ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| format!("{shown:?}: {e}"))?;
-    decode::decode(&bytes).map_err(|e| format!("{shown:?}: {e}"))?;
-    Ok(path_string(&path))
-}
-
-fn path_string(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
+    LocalCovers::Anywhere.check(raw)
 }

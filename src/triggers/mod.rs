@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::budget::Deadline;
-use crate::image::OriginPolicy;
+use crate::image::{LocalCovers, OriginPolicy};
 use crate::key::PostKey;
 use crate::networks::Network;
 use crate::networks::INPUT_MAX_CHARS as MAX_CHARS;
@@ -156,12 +156,13 @@ pub fn parse_draft(
     content_required: bool,
     images: &OriginPolicy,
 ) -> Result<(PostKey, Option<DraftContent>), FieldError> {
-    parse_draft_from(v, content_required, images, false)
+    parse_draft_from(v, content_required, images, None)
 }
 
-/// [`parse_draft`], and with `local_files` an `image_url` that is not an http(s) URL is a file
-/// on this machine (`postonce post --image PATH`, the MCP server): it must exist, and its
-/// canonical path is kept.
+/// [`parse_draft`], and with `local` an `image_url` that is not an http(s) URL is a file on
+/// this machine, read under that rule (the MCP server: beneath `POSTONCE_MCP_IMAGE_DIRS`): it
+/// must be usable and sound, and its canonical path is kept. Blocking with `local`: call it
+/// from a blocking thread.
 ///
 /// # Errors
 /// The first field that is missing or invalid.
@@ -169,7 +170,7 @@ pub fn parse_draft_from(
     v: &Value,
     content_required: bool,
     images: &OriginPolicy,
-    local_files: bool,
+    local: Option<&LocalCovers>,
 ) -> Result<(PostKey, Option<DraftContent>), FieldError> {
     if !v.is_object() {
         return Err(FieldError::new("body", "must be a JSON object"));
@@ -202,13 +203,16 @@ pub fn parse_draft_from(
                 ));
             }
             let remote = image.starts_with("https://") || image.starts_with("http://");
-            let image = if local_files && !remote {
-                local_image(&image)?
-            } else {
-                images
+            let image = match local {
+                Some(rule) if !remote => rule
                     .check(&image)
-                    .map_err(|e| FieldError::new("image_url", e.to_string()))?;
-                image
+                    .map_err(|why| FieldError::new("image_url", why))?,
+                _ => {
+                    images
+                        .check(&image)
+                        .map_err(|e| FieldError::new("image_url", e.to_string()))?;
+                    image
+                }
             };
             let link = text_field(v, "link")?;
             if let Some(l) = &link {
@@ -238,11 +242,6 @@ pub fn parse_draft_from(
         ));
     }
     Ok((key, content))
-}
-
-/// A local image file: its canonical path, or the field error naming why it cannot be used.
-fn local_image(raw: &str) -> Result<String, FieldError> {
-    crate::image::check_local(raw).map_err(|why| FieldError::new("image_url", why))
 }
 
 /// `"captions": {"x": "…", "telegram": "…"}`: a caption per network.
@@ -388,11 +387,11 @@ pub struct ParsedRun {
 /// The first field that is missing or invalid; a text too long for a target names the target
 /// and its limit.
 pub fn parse_run(app: &App, v: &Value, content_required: bool) -> Result<ParsedRun, FieldError> {
-    parse_run_from(app, v, content_required, false)
+    parse_run_from(app, v, content_required, None)
 }
 
-/// [`parse_run`]; with `local_files`, the image may be a file on this machine
-/// ([`parse_draft_from`]).
+/// [`parse_run`]; with `local`, the image may be a file on this machine, read under that rule
+/// ([`parse_draft_from`]; blocking then).
 ///
 /// # Errors
 /// As [`parse_run`].
@@ -400,10 +399,9 @@ pub fn parse_run_from(
     app: &App,
     v: &Value,
     content_required: bool,
-    local_files: bool,
+    local: Option<&LocalCovers>,
 ) -> Result<ParsedRun, FieldError> {
-    let (key, content) =
-        parse_draft_from(v, content_required, &app.config.image_hosts, local_files)?;
+    let (key, content) = parse_draft_from(v, content_required, &app.config.image_hosts, local)?;
     let targets = parse_targets(v)?;
     let publish_at =
         match v.get("publish_at") {

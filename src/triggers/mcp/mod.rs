@@ -264,10 +264,29 @@ impl McpServer {
         }
     }
 
+    /// The draft of a `post` or `preview` call, parsed on a blocking thread: a local cover is
+    /// read (only beneath `POSTONCE_MCP_IMAGE_DIRS`) and decoded there, never on the async
+    /// threads every run in flight shares.
+    async fn parsed(&self, args: &Value) -> Result<ParsedRun, FieldError> {
+        let app = self.app.clone();
+        let args = args.clone();
+        tokio::task::spawn_blocking(move || {
+            draft_event(&args).and_then(|event| {
+                parse_run_from(&app, &event, false, Some(&app.config.mcp_covers))
+                    .map_err(in_mcp_names)
+            })
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(FieldError::new(
+                "image",
+                format!("could not be checked ({e}); nothing was stored"),
+            ))
+        })
+    }
+
     async fn post(&self, args: &Value) -> CallToolResult {
-        let parsed = match draft_event(args)
-            .and_then(|event| parse_run_from(&self.app, &event, false, true).map_err(in_mcp_names))
-        {
+        let parsed = match self.parsed(args).await {
             Ok(p) => p,
             Err(e) => return bad_input(&e),
         };
@@ -406,9 +425,7 @@ impl McpServer {
     }
 
     async fn preview(&self, args: &Value) -> CallToolResult {
-        let parsed = draft_event(args)
-            .and_then(|event| parse_run_from(&self.app, &event, false, true).map_err(in_mcp_names));
-        match parsed {
+        match self.parsed(args).await {
             Ok(parsed) => preview::answer(&self.app, &parsed, &self.deadline()).await,
             Err(e) => bad_input(&e),
         }

@@ -87,6 +87,18 @@ fn key_properties() -> Value {
     })
 }
 
+/// What the `image` argument takes, with the folders local files may come from (or none).
+fn image_description(app: &App) -> String {
+    let local = match app.config.mcp_covers.folders() {
+        Some(dirs) => format!(
+            "or the absolute path of a JPEG, PNG, GIF or WebP file of at most {} MiB inside {dirs} on the machine this server runs on (POSTONCE_MCP_IMAGE_DIRS; reached without a symbolic link)",
+            crate::image::MAX_IMAGE_BYTES / (1024 * 1024)
+        ),
+        None => "no local file: this server reads none (POSTONCE_MCP_IMAGE_DIRS is not set)".into(),
+    };
+    format!("The cover image: an https URL (from a host POSTONCE_IMAGE_HOSTS allows), {local}. Required with caption.")
+}
+
 fn draft_schema(app: &App) -> Value {
     let networks = network_names(app);
     let limits = caption_limits(app);
@@ -100,7 +112,7 @@ fn draft_schema(app: &App) -> Value {
         },
         "image": {
             "type": "string",
-            "description": "The cover image: an https URL (from a host POSTONCE_IMAGE_HOSTS allows), or the absolute path of a JPEG, PNG or GIF file on the machine this server runs on. Required with caption.",
+            "description": image_description(app),
             "minLength": 1,
             "maxLength": 2048,
         },
