@@ -369,7 +369,7 @@ LINKEDIN_DELAY = 0.150
 
 
 def slow_linkedin():
-    """A fake LinkedIn (API-NOTES' wire format: initializeUpload, the upload PUT, POST
+    """A fake LinkedIn (its wire format: initializeUpload, the upload PUT, POST
     /rest/posts with the URN in x-restli-id) that answers every call after 150 ms. Returns its
     port and its log of (path, start, end) per call."""
     log, lock, counter = [], threading.Lock(), [0]

@@ -1,7 +1,7 @@
-//! The run's deadline and the time each outbound call may take (DESIGN.md rule 4).
+//! The run's deadline and the time each outbound call may take (rule 4 in `pipeline/mod.rs`).
 //!
 //! A run has one deadline (the Lambda invocation's, or `POSTONCE_FUNCTION_TIMEOUT_S` from
-//! its start). Work calls (image, LinkedIn, claim, record check) get their own budget clipped to
+//! its start). Work calls (image, the network, claim, record check) get their own budget clipped to
 //! the deadline *minus a reserve*, so that recording the result, releasing the claim and reporting
 //! always have time left. Finishing calls (record write, release, report) may use the reserve.
 //! A call with no time left is not started at all.

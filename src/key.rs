@@ -1,7 +1,7 @@
 //! The identity of a draft: `kind` and `slug`, written `<kind>-<slug>`.
 //!
 //! Every stored name (`claim:<key>`, `posted:<key>`, `draft:<key>`) and every Telegram callback
-//! (`retry:<key>`, at most 64 bytes) is built from this, so the rules live here once (DESIGN.md
+//! (`retry:<key>`, at most 64 bytes) is built from this, so the rules live here once (pipeline
 //! rule 9): `kind` is `[a-z0-9]{1,16}`, `slug` is `[a-z0-9]+(-[a-z0-9]+)*`, and the whole key is
 //! at most 48 bytes. Nothing volatile ever goes into a key.
 
@@ -19,7 +19,7 @@ pub const MAX_KIND_LEN: usize = 16;
 /// A key may name one target of the draft ([`PostKey::on`]): every per-target name is then
 /// `<kind>-<slug>@<network>` (`claim:`, `posted:`, `draft:`), except the first network's
 /// ([`Network::bare_names`]), which keeps the bare key so that records written before targets
-/// existed still count (DESIGN.md "Targets").
+/// existed still count (README "Targets").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PostKey {
     kind: String,

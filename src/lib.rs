@@ -3,7 +3,7 @@
 //!
 //! [`pipeline`] owns every rule; the ports ([`claim`], [`record`], [`networks`], [`notify`])
 //! carry them out against real services; [`triggers`] turn events into runs; [`lambda`],
-//! [`serve`] and [`cli`] are transports. See DESIGN.md for the why.
+//! [`serve`] and [`cli`] are transports. README ("How it decides") and RELIABILITY.md say why.
 
 pub mod app;
 pub mod budget;

@@ -1,4 +1,4 @@
-//! What a run ended in, and how each transport shows it (DESIGN.md "Outcomes").
+//! What a run ended in, and how each transport shows it (README "Outcomes").
 //!
 //! One table, here: the HTTP status, the CLI exit code and the Telegram buttons of every
 //! outcome. Entry points translate with these and decide nothing themselves.
@@ -21,10 +21,10 @@ pub enum OutcomeKind {
     Failed,
     Unknown,
     PostedNotRecorded,
-    /// Several targets ended differently (DESIGN.md "Targets"): some are on their network,
+    /// Several targets ended differently (README "Targets"): some are on their network,
     /// some are not.
     Partial,
-    /// Waits for its time (DESIGN.md "Scheduling"): stored, nothing sent, no claim taken.
+    /// Waits for its time (README "Scheduling"): stored, nothing sent, no claim taken.
     Scheduled,
     /// Cancelled by the owner: never posted unless sent again.
     Cancelled,
@@ -86,7 +86,7 @@ pub struct Outcome {
     /// in the target's entry of `targets`.
     #[serde(skip)]
     pub cid: Option<String>,
-    /// Every target of the run, by network (DESIGN.md "Targets"); absent on a single target's
+    /// Every target of the run, by network (README "Targets"); absent on a single target's
     /// own outcome before [`Outcome::combine`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub targets: Option<BTreeMap<Network, TargetOutcome>>,
@@ -147,7 +147,7 @@ impl Outcome {
         }
     }
 
-    /// One run's outcome from its targets' (DESIGN.md "Targets"): with one target, that
+    /// One run's outcome from its targets' (README "Targets"): with one target, that
     /// target's, as it always was; with several, `posted` / `already_posted` when every one is
     /// on its network, the shared outcome when all ended the same, else `partial`. `targets`
     /// carries each one either way.

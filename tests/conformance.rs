@@ -9,7 +9,7 @@
 //!
 //! 1. posted once: 8 racing runs of one draft, the fake's duplicate check off → 1 post;
 //! 2. a lost answer is settled after the quiet period with exactly one post; for the
-//!    Telegram channel (at most once, DESIGN.md "Targets") it stays `unknown`, is never
+//!    Telegram channel (at most once, README "Targets") it stays `unknown`, is never
 //!    re-sent, and the owner is asked;
 //! 3. a 429 is paced, not failed: retryable, the next try not before the reset it named;
 //! 4. a 5xx is retried: `unknown`, then a sweep after the quiet period posts it once (the

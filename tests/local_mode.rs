@@ -1,4 +1,4 @@
-//! Local mode shared by several processes (DESIGN.md "Local mode", issue 8 point 4): `serve`, a
+//! Local mode shared by several processes (README "Try it", issue 8 point 4): `serve`, a
 //! cron `sweep` and a CLI `post` on one machine share `POSTONCE_DATA_DIR`. Claims are files
 //! under an OS lock, and the local store's read-modify-writes run under one too.
 //!

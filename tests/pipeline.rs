@@ -1,6 +1,6 @@
 //! The exactly-once pipeline against real redis-server and DynamoDB Local (and the local store
 //! with in-process claims), with LinkedIn and the image host as wire-format fakes. Each test
-//! names the DESIGN.md rule it guards.
+//! names the rule it guards (the numbered list in `src/pipeline/mod.rs`).
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! Scheduling (DESIGN.md "Scheduling"), against a real redis-server and DynamoDB Local, with
+//! Scheduling (README "Scheduling"), against a real redis-server and DynamoDB Local, with
 //! fakes whose duplicate checks are off (LinkedIn, X) or absent (the channel), so a second post
 //! would show:
 //! - a draft sent with a time to come is stored `scheduled` (202, Post now / Cancel buttons),

@@ -1,6 +1,6 @@
 //! The Telegram channel adapter against the Bot API fake (tests/support/tg_channel.rs): one
 //! sendPhoto posts one message with the image and the escaped caption; every documented answer
-//! maps to the PostError API-NOTES.md implies; a send that is accepted and then hangs is in
+//! maps to its PostError; a send that is accepted and then hangs is in
 //! doubt while the message exists; the URL shapes; the caption limit; and the token never
 //! leaves in an error, a `Debug` output or a log line.
 

@@ -1,4 +1,5 @@
-//! Claims: the short lock that says "this run is posting `<key>`" (DESIGN.md rules 1, 5, 6).
+//! Claims: the short lock that says "this run is posting `<key>`" (rules 1, 5, 6 in
+//! `pipeline/mod.rs`).
 //!
 //! A claim is `claim:<key>` holding the run's token, set only if absent, with a TTL longer than
 //! any run. After posted-but-not-recorded it holds `posted:<urn>` with a long TTL instead. The
@@ -17,7 +18,7 @@ use async_trait::async_trait;
 
 use crate::key::PostKey;
 
-/// The Redis name of a key's claim.
+/// The claim store's name of a key's claim.
 pub fn claim_name(key: &PostKey) -> String {
     format!("claim:{key}")
 }
@@ -30,7 +31,7 @@ pub const POSTED_PREFIX: &str = "posted:";
 pub enum ClaimValue {
     /// A run's token: that run is posting now.
     Run(String),
-    /// A post that LinkedIn accepted but that was not recorded: its URN.
+    /// A post that the network accepted but that was not recorded: its post id.
     Posted(String),
 }
 
@@ -65,8 +66,8 @@ pub enum Acquire {
 #[error("claim store unavailable: {0}")]
 pub struct ClaimError(pub String);
 
-/// The claim operations the pipeline needs. Implementations: Redis; files shared by the processes
-/// of one machine for local mode; in-process (tests).
+/// The claim operations the pipeline needs. Implementations: Redis; PostgreSQL; files shared by
+/// the processes of one machine for local mode; in-process (tests).
 #[async_trait]
 pub trait ClaimStore: Send + Sync {
     /// `SET claim:<key> <token> NX EX <ttl>`; on failure, reads who holds it.

@@ -1,5 +1,6 @@
-//! The command line: `post`, `preview`, `status`, `serve`, `sweep`, `table create`. Translation
-//! only; exit codes follow the outcomes table (bad input: 2).
+//! The command line: `post`, `preview`, `status`, `serve`, `sweep`, `schedule list`,
+//! `table create`, `db migrate`, `doctor`, `telegram set-webhook`, `mcp`. Translation only;
+//! exit codes follow the outcomes table (bad input: 2).
 
 use std::ffi::OsString;
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! Configuration, read once from the environment and validated before anything runs.
 //!
-//! The names are a public interface (DESIGN.md "Interfaces"): scripts and templates depend on
+//! The names are a public interface (README "Configuration"): scripts and templates depend on
 //! them. Every error names the variable and says what is wrong. Secrets are wrapped in
 //! [`Secret`], whose `Debug` never shows the value.
 
@@ -19,7 +19,7 @@ pub struct TelegramConfig {
     pub chat_id: i64,
 }
 
-/// Per-call budgets (DESIGN.md rule 4).
+/// Per-call budgets (rule 4 in `pipeline/mod.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     pub image: Duration,
@@ -88,7 +88,7 @@ pub struct Config {
     /// names the post).
     pub reconcile_window: Duration,
     /// The quiet period: how long after an ambiguous create-post no run may re-send it, because
-    /// the first request may still be in flight at the network (DESIGN.md "Targets").
+    /// the first request may still be in flight at the network (README "How it decides").
     pub reconcile_after: Duration,
     /// Sweeper: failed attempts before a draft is marked `needs_review`.
     pub max_attempts: u32,

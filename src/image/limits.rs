@@ -1,5 +1,5 @@
-//! What a network takes as an image (its capability description, `shared/DESIGN.md`
-//! "Targets"): formats, bytes, pixels, sides and shape, and the check of one image against
+//! What a network takes as an image (its capability description; README "Covers" has the
+//! table): formats, bytes, pixels, sides and shape, and the check of one image against
 //! them.
 
 use super::format::{Format, Formats};

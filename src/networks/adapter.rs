@@ -1,4 +1,4 @@
-//! The adapter shape every network implements (DESIGN.md "Targets"): what the network can do
+//! The adapter shape every network implements (README "Targets"): what the network can do
 //! is described in its [`super::Capabilities`], and every failure is described, never decided,
 //! in [`PostError`]. The pipeline alone decides what happens next (retry, ask the owner,
 //! record).

@@ -1,5 +1,5 @@
 //! What a network can do, described once per network and read by the pipeline before any call
-//! (OpenDAL's `Capability` is the model, `shared/STYLE.md`): how its text is limited and
+//! (OpenDAL's `Capability` is the model): how its text is limited and
 //! counted, what images it takes, how links fare, and which native primitive (if any) makes a
 //! repeated create safe. Every flag defaults to "can't", so a network claims only what it was
 //! shown to do.
@@ -64,7 +64,7 @@ pub enum Links {
 }
 
 /// The network's own primitive for a repeated create, from which the pipeline picks how an
-/// ambiguous create is settled (DESIGN.md "Targets", the reconcile table).
+/// ambiguous create is settled (README "Targets", the table of ambiguous answers).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Idempotency {
     /// None at all, and no way to read back what was sent (the Telegram channel):

@@ -6,7 +6,7 @@
 //!
 //! Each network keeps only what is its own: its URLs and headers, and its classifier, which
 //! turns a non-2xx answer into a [`PostError`] naming the fix (object_store's shared errors
-//! are the model, `shared/STYLE.md`).
+//! are the model).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,4 @@
-//! The networks a draft can go to (DESIGN.md "Targets"), one folder each, and the registry:
+//! The networks a draft can go to (README "Targets"), one folder each, and the registry:
 //! the one list every other part iterates (configuration, `POSTONCE_TARGETS`, `--targets`,
 //! `--caption-for`, the pacing and budget variables, doctor, the dry run, the template check).
 //!

@@ -2,7 +2,7 @@
 //!
 //! The bot token is part of every method's URL, so no URL ever reaches an error message or a
 //! log line from here. `429` answers are honoured (`retry_after`) while the caller's budget
-//! allows, and "message is not modified" counts as success (API-NOTES.md).
+//! allows, and "message is not modified" counts as success.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The create, sent once (DESIGN.md rule 7): the quiet period it must fit in, the one request,
+//! The create, sent once (rule 7 in `mod.rs`): the quiet period it must fit in, the one request,
 //! and what each answer means for the draft (recorded, already there, ambiguous, failed).
 
 use super::*;

@@ -1,4 +1,4 @@
-//! The decision under the claim (DESIGN.md rule 2): the record is checked while the claim is
+//! The decision under the claim (rule 2 in `mod.rs`): the record is checked while the claim is
 //! held, and only a key with no record goes on to be published, reconciled or confirmed. A
 //! record found before the claim (the draft's write returns its copy, or a run's plan reads it)
 //! is final, since a record never expires: that run needs no claim at all.

@@ -1,4 +1,4 @@
-//! The claim around a run (DESIGN.md rules 1, 5 and 6): take it before anything is uploaded,
+//! The claim around a run (rules 1, 5 and 6 in `mod.rs`): take it before anything is uploaded,
 //! release it (compare-and-delete, awaited) on every path, keep it holding the URN when the
 //! network accepted the post but the record could not be written, and a drop guard as the net.
 
@@ -317,9 +317,10 @@ impl Lane {
         outcome
     }
 
-    /// `SET NX` until it answers, within the Redis budget: a dropped connection is reconnected
-    /// and the command sent again. Repeating is safe: if a lost answer had set the claim, the
-    /// next try finds this run's own token, which counts as acquired.
+    /// Takes the claim (set only if absent) until the claim store answers, within its budget: a
+    /// dropped connection is reconnected and the command sent again. Repeating is safe: if a
+    /// lost answer had set the claim, the next try finds this run's own token, which counts as
+    /// acquired.
     async fn acquire(&self, req: &PostRequest, dl: &Deadline) -> Result<Acquire, String> {
         let t = self.settings.timeouts;
         let mut last = None;

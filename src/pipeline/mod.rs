@@ -1,6 +1,9 @@
-//! One run: claim → check → post → record → release, and every rule of DESIGN.md that makes
-//! it correct. This is the only module that decides anything; the stores, the publisher and the
-//! notifier only carry out calls, and the triggers only translate.
+//! One run: every target of the draft concurrently, each: draft stored (or read) → claim → check
+//! → post → record → release; then one report for all. A record found on the way (records never
+//! expire) answers at once, without a claim. And every rule that makes it correct (the numbered
+//! list below; README "How it decides" walks through a run). This is the only module that
+//! decides anything; the stores, the network adapters and the notifier only carry out calls, and
+//! the triggers only translate.
 //!
 //! One phase per file, so that each rule has one home:
 //! 1. no post without a claim — [`guard`]: the run returns before any upload when the claim
@@ -10,16 +13,20 @@
 //!    attempt are one request;
 //! 3. the record write is conditional — [`record`] (`RecordStore::put_posted`);
 //! 4. every outbound call has a budget — every call goes through [`Deadline`]; create-post gets
-//!    its whole budget or is not sent ([`publish`]);
+//!    its whole budget or is not sent ([`publish`]), and only if it would be over before its
+//!    quiet period ends ([`create`]);
 //! 5. the claim is released on every path, compare-and-delete, awaited — [`guard`];
-//! 6. posted-but-not-recorded keeps the claim, holding the URN — [`guard`], and [`repair`] for
+//! 6. posted-but-not-recorded keeps the claim, holding the post id — [`guard`], and [`repair`] for
 //!    the runs that meet it;
-//! 7. ambiguous create-posts are not retried blindly — the intent write in [`publish`], the
-//!    quiet period and the re-send in [`reconcile`];
+//! 7. ambiguous create-posts are not retried blindly — the intent write in [`publish`], the one
+//!    send in [`create`], the quiet period and each network's way to settle ([`Settle`]: the
+//!    identical re-send, a read-back, a replay with its key, or the owner) in [`reconcile`];
 //! 8. retries are bounded and only for safe calls — [`retry`]; across runs, [`sweep`];
 //! 9. keys are validated — [`PostKey`].
 //!
 //! Failures that posted nothing are noted in [`failure`]; the content guard is [`content_guard`].
+//! [`targets`] runs one lane per target and combines their outcomes; [`cover`] picks the image
+//! each network gets; [`schedule`] stores a draft for its time and paces posts to a network.
 
 mod content_guard;
 mod cover;
@@ -145,7 +152,8 @@ pub struct Settings {
     /// The quiet period after an ambiguous attempt during which nothing is re-sent.
     pub reconcile_after: Duration,
     pub max_attempts: u32,
-    /// How long a posted draft is kept before DynamoDB's TTL removes it.
+    /// How long a posted draft is kept before the record store removes it (DynamoDB's TTL,
+    /// PostgreSQL's sweep).
     pub draft_expiry: Duration,
     /// First cross-run retry delay (the sweeper's backoff doubles from here).
     pub retry_base: Duration,
@@ -203,7 +211,7 @@ pub struct Pipeline {
     pub default_targets: Vec<Network>,
 }
 
-/// One target's run (DESIGN.md "Targets"): every rule of the pipeline, applied to one
+/// One target's run (README "Targets"): every rule of the pipeline, applied to one
 /// (draft, network) pair with that network's adapter, claim and record names and budget. The
 /// stores are the dry-run ones when the adapter is a dry run, so a dry run never touches real
 /// state.
@@ -229,7 +237,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "panic".into())
 }
 
-/// How a network lets an ambiguous create be settled (DESIGN.md "Targets"), chosen from what
+/// How a network lets an ambiguous create be settled (README "Targets"), chosen from what
 /// its adapter says it can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Settle {

@@ -1,5 +1,5 @@
 //! Publishing one draft: cover image, upload, the durable intent, then create-post once
-//! (DESIGN.md rules 4, 7 and 8). Safe calls are retried; create-post never is.
+//! (rules 4, 7 and 8 in `mod.rs`). Safe calls are retried; create-post never is.
 
 use super::*;
 

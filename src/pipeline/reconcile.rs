@@ -1,4 +1,4 @@
-//! Ambiguous outcomes (DESIGN.md rule 7 and "Targets"): an attempt whose result is unknown is
+//! Ambiguous outcomes (rule 7 in `mod.rs`, README "Targets"): an attempt whose result is unknown is
 //! never re-sent while it may still be in flight (the quiet period). Afterwards each network
 //! settles it its own way ([`Settle`]): LinkedIn by the identical re-send within the window (its
 //! duplicate answer names the post), X by reading the account's recent posts first, and a

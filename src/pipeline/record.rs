@@ -1,4 +1,4 @@
-//! The durable record (DESIGN.md rule 3): written only if absent; what happens to the claim
+//! The durable record (rule 3 in `mod.rs`): written only if absent; what happens to the claim
 //! depends on whether the write succeeded.
 
 use super::*;

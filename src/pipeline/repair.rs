@@ -1,4 +1,4 @@
-//! Repair (DESIGN.md rule 6): a claim that holds a URN means the post exists but its record
+//! Repair (rule 6 in `mod.rs`): a claim that holds a post id means the post exists but its record
 //! may not; the record is written from it, then the claim is dropped.
 
 use super::*;

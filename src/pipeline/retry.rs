@@ -1,4 +1,4 @@
-//! Bounded retries of calls that are safe to repeat (DESIGN.md rule 8).
+//! Bounded retries of calls that are safe to repeat (rule 8 in `mod.rs`).
 
 use super::*;
 

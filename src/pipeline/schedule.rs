@@ -1,4 +1,4 @@
-//! Scheduling (DESIGN.md "Scheduling"): a draft sent with a time still to come is stored
+//! Scheduling (README "Scheduling"): a draft sent with a time still to come is stored
 //! `scheduled` on each target, without a claim, and answered `scheduled`; the sweeper posts it
 //! through the same run once it is due. Cancel and the time itself are decided under each
 //! target's claim, on the state read there, so a sweep that listed a draft before it was

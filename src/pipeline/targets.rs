@@ -1,4 +1,4 @@
-//! Targets (DESIGN.md "Targets"): one run posts every target of the draft that has no record,
+//! Targets (README "Targets"): one run posts every target of the draft that has no record,
 //! concurrently, each in its own [`Lane`] under its own claim and budget, and answers one
 //! outcome that carries each target's. Text is checked per target, counted its network's way.
 

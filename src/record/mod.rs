@@ -1,9 +1,9 @@
-//! Durable state: the `posted:<key>` record that decides "already on LinkedIn", and the
+//! Durable state: the `posted:<key>` record that decides "already on the network", and the
 //! `draft:<key>` item that holds the content to post and where its attempts stand.
 //!
-//! Two implementations: DynamoDB (production) and files on disk (local mode). Both give the
+//! Three implementations: DynamoDB, PostgreSQL and files on disk (local mode). All give the
 //! pipeline the same guarantees: consistent reads, and a record write that succeeds only if no
-//! record exists (DESIGN.md rule 3). Policy (what to write when) is the pipeline's.
+//! record exists (rule 3 in `pipeline/mod.rs`). Policy (what to write when) is the pipeline's.
 
 pub mod dynamodb;
 pub mod local;
@@ -40,7 +40,7 @@ pub fn caption_name(hash: &str) -> String {
     format!("caption:{hash}")
 }
 
-/// Proof that a key is on LinkedIn. Never expires.
+/// Proof that a key is on its network. Never expires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostedRecord {
     pub key: String,
@@ -98,7 +98,7 @@ impl DraftContent {
 pub enum DraftStatus {
     New,
     Failed,
-    /// A create-post was sent and its result is not known: it may be on LinkedIn.
+    /// A create-post was sent and its result is not known: it may be on the network.
     Unknown,
     NeedsReview,
     Posted,
@@ -135,8 +135,9 @@ impl DraftStatus {
     }
 }
 
-/// The exact create-post a run sent (or is about to send), kept so a later run can re-send it
-/// identically and let LinkedIn's duplicate answer tell whether it exists.
+/// The exact create-post a run sent (or is about to send), kept so a later run can settle an
+/// ambiguous create its network's way (README "Targets": re-send or replay it identically,
+/// look its text up among the account's posts, or read its container).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingPost {
     pub commentary: String,
@@ -178,12 +179,12 @@ pub struct Draft {
     pub source: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
-    /// When DynamoDB may delete it (set once posted).
+    /// When the record store may delete it (set once posted: DynamoDB's TTL, PostgreSQL's sweep).
     pub expires_at: Option<i64>,
     /// When the owner wants it out (Unix seconds), if it was sent with a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish_at: Option<i64>,
-    /// When the sweeper should next look at it (the due index, DESIGN.md "Scheduling"):
+    /// When the sweeper should next look at it (the due index, README "Scheduling"):
     /// `publish_at` or a pacing delay while scheduled, the retry time when failed, the last
     /// change otherwise; absent once it is done (posted, cancelled). Kept by the stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,7 +194,7 @@ pub struct Draft {
     pub delay_told: bool,
     /// A copy of the record, written with it (in the same request) when the draft becomes
     /// `posted`: a trigger that sends the draft again learns from its one write that it is
-    /// posted, and needs neither a read nor a claim (DESIGN.md rule 2: a record never expires,
+    /// posted, and needs neither a read nor a claim (a record never expires,
     /// so finding one is final). `None` on drafts an older version marked posted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<PostedRecord>,
@@ -340,7 +341,7 @@ impl DraftUpdate {
     }
 }
 
-/// The answer to taking a network's posting slot (pacing, DESIGN.md "Scheduling").
+/// The answer to taking a network's posting slot (pacing, README "Scheduling").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slot {
     /// This run may post now; the slot is stamped with its time.
@@ -401,7 +402,7 @@ pub trait RecordStore: Send + Sync {
 
     /// Writes the intent `update` (an [`DraftUpdate::Intent`], or one inside
     /// [`DraftUpdate::IfAttempt`]) as [`Self::update_draft`] would, in one atomic request with
-    /// the checks that decide it (DESIGN.md rule 2, made while the claim is held): no record
+    /// the checks that decide it (pipeline rule 2, made while the claim is held): no record
     /// of `key` exists (outside the dry-run namespace, a dry run's record does not count),
     /// and, with `caption_hash`, no other key has posted that caption (the content guard).
     async fn take_intent(

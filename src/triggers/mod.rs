@@ -1,6 +1,7 @@
-//! Triggers: one router for the HTTP routes (Function URL and `postonce serve` alike), plus the
-//! console event. Each trigger turns its event into a [`PostRequest`] and the [`Outcome`] back
-//! into a response; none of them decides anything about posting.
+//! Triggers: one router for the HTTP routes (Function URL and `postonce serve` alike), the
+//! console event, the sweep and the MCP server; with what `status`, `schedule list` ([`stored`])
+//! and a preview ([`preview`]) show. Each trigger turns its event into a [`PostRequest`] and the
+//! [`Outcome`] back into a response; none of them decides anything about posting.
 
 pub mod ci;
 pub mod console;

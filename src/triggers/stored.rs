@@ -61,8 +61,9 @@ pub fn scheduled_json(entries: &[ScheduledEntry]) -> serde_json::Value {
 
 /// Each target's state of one key as stored now.
 pub struct KeyStatus {
-    /// The `status --json` object: LinkedIn's state at the top level (as before targets
-    /// existed) and every target that has any in `targets`.
+    /// The `status --json` object: the state of the network with bare names
+    /// ([`Network::bare_names`]) at the top level (as before targets existed) and every target
+    /// that has any in `targets`.
     pub json: serde_json::Value,
     /// (per-target key, network, its state, whether anything is stored for it).
     pub targets: Vec<(PostKey, Network, crate::pipeline::Status, bool)>,

@@ -3,8 +3,8 @@
 //! by adding its fake to the environment and one line to that list.
 //!
 //! The adapters switch modes and count; they hold no expectation of their own except the two
-//! DESIGN.md states per network: how it settles an ambiguous create ([`Ambiguous`], the
-//! "Targets" table) and whether its 429 names the time to come back (API-NOTES.md).
+//! per network: how it settles an ambiguous create ([`Ambiguous`], README "Targets", the table
+//! of ambiguous answers) and whether its 429 names the time to come back.
 
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub enum Create {
 }
 
 /// What a network does with an ambiguous create (timeout or 5xx after the request was sent),
-/// as DESIGN.md "Targets" states it for that network.
+/// as README "Targets" states it for that network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ambiguous {
     /// The network offers a way to settle it (LinkedIn's duplicate answer, X's read-back,
@@ -78,7 +78,7 @@ pub trait ConformanceFake: Send + Sync {
     async fn requests(&self, env: &Env) -> u64;
 
     /// Requests a process configured for the network sends it at start-up, whatever it is
-    /// asked to do (Mastodon reads the instance's limits once, API-NOTES.md "Mastodon").
+    /// asked to do (Mastodon reads the instance's limits once).
     fn startup_reads(&self) -> u64 {
         0
     }
@@ -95,17 +95,17 @@ pub trait ConformanceFake: Send + Sync {
     /// A text one over the limit, counted the network's way.
     fn too_long(&self) -> String;
 
-    /// Whether the network's 429 names when to come back (API-NOTES.md).
+    /// Whether the network's 429 names when to come back.
     fn names_reset(&self) -> bool;
 
-    /// DESIGN.md "Targets": how an ambiguous create is settled.
+    /// README "Targets": how an ambiguous create is settled.
     fn ambiguous(&self) -> Ambiguous {
         Ambiguous::Settles
     }
 
     /// What the network makes for `key`'s draft before the create and then publishes
     /// (Threads' containers), counted at the fake; `None` where it makes nothing such. A draft
-    /// of one attempt has exactly one: DESIGN.md, Threads' "never a second container while
+    /// of one attempt has exactly one: README "Targets", Threads' "never a second container while
     /// the first could still publish".
     fn staged(&self, _env: &Env, _key: &PostKey) -> Option<usize> {
         None
@@ -141,7 +141,7 @@ impl ConformanceFake for LinkedIn {
         match mode {
             Create::Accept => f.set_create_mode(Mode::Normal),
             Create::LoseAnswer => f.set_create_mode(Mode::AcceptThenHang(HANG)),
-            // API-NOTES: daily quotas reset at midnight UTC; the answer names no time.
+            // Daily quotas reset at midnight UTC; the answer names no time.
             Create::RateLimited { .. } => f.set_create_mode(Mode::Status(429)),
             Create::ServerError => f.set_create_mode(Mode::Status(500)),
             Create::Revoked => {

@@ -103,7 +103,7 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
 
 /// The network makes the post and the answer is lost (it comes after the budget): the run is
 /// `unknown`. Inside the quiet period a run sends nothing. After it, a network that can settle
-/// (DESIGN.md "Targets") is settled by the next run with exactly one post and no question to
+/// (README "Targets") is settled by the next run with exactly one post and no question to
 /// the owner; the channel stays `unknown`, is never re-sent, and the owner is asked.
 pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
     let n = net.network();
@@ -185,7 +185,7 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
     ((), figures)
 }
 
-/// The first step of "a 5xx is retried": the create answers a 5xx and makes nothing. DESIGN.md
+/// The first step of "a 5xx is retried": the create answers a 5xx and makes nothing. Pipeline
 /// rule 7: a 5xx on create may have made the post, so the run is `unknown`. Returns the key for
 /// the sweep and the create requests so far.
 pub async fn server_error(env: Arc<Env>, net: Net) -> ((PostKey, u64), String) {

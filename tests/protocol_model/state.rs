@@ -14,7 +14,7 @@
 
 use std::hash::Hash;
 
-/// The network instance: one per duplicate semantics (DESIGN.md "Targets").
+/// The network instance: one per duplicate semantics (README "Targets").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Net {
     /// A duplicate check that sees only finished posts (within its window).

@@ -1,4 +1,4 @@
-//! A Bluesky PDS fake that speaks API-NOTES.md "Bluesky / AT Protocol": XRPC at
+//! A Bluesky PDS fake that speaks its real wire format (AT Protocol): XRPC at
 //! `/xrpc/<nsid>`, `{"error":"<Name>","message":"…"}` bodies, and the semantics exactly-once
 //! depends on:
 //!

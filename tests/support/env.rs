@@ -1,7 +1,7 @@
 //! A complete test environment: real Redis and DynamoDB Local (or the local store and
 //! in-process claims), the LinkedIn, Telegram and image host fakes, and an [`App`] wired to them
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
-//! and the Telegram channel fake, for drafts that go to several networks (DESIGN.md "Targets");
+//! and the Telegram channel fake, for drafts that go to several networks (README "Targets");
 //! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
 //! and [`Env::with_every_network`] every network of the registry. Which fakes start and the
 //! variables that point each network at its fake are written once, in `build_env`.

@@ -1,8 +1,8 @@
-//! A LinkedIn fake that speaks API-NOTES.md: versioned headers, initializeUpload, the upload
+//! A LinkedIn fake speaking its real wire format: versioned headers, initializeUpload, the upload
 //! PUT, create-post with `x-restli-id`, the exact error bodies, and LinkedIn's duplicate-content
 //! answer. It counts every create-post request and every post it created.
 //!
-//! The upload PUT holds an image to LinkedIn's documented limits (API-NOTES.md "LinkedIn"):
+//! The upload PUT holds an image to LinkedIn's documented limits:
 //! JPEG, PNG or GIF judged by the bytes, at most 36,152,320 pixels; anything else is refused,
 //! and every image that arrived is kept ([`LinkedInFake::images`]) with its hash and facts.
 //!
@@ -153,7 +153,7 @@ fn duplicate_body(urn: &str) -> Value {
 
 /// Why LinkedIn refuses this image, with its answer; `None`: within the documented limits.
 ///
-/// API-NOTES.md gives the limits (JPG, PNG, GIF; under 36,152,320 pixels) but no body for a
+/// LinkedIn documents the limits (JPG, PNG, GIF; under 36,152,320 pixels) but no body for a
 /// refused upload: the fake answers 400 in LinkedIn's usual error shape
 /// (`{"message","serviceErrorCode","status"}`); the wording and the code are not confirmed.
 fn image_refusal(got: &Received) -> Option<(String, Value)> {

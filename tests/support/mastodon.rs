@@ -1,4 +1,4 @@
-//! A Mastodon fake that speaks API-NOTES.md "Mastodon": `Authorization: Bearer` checked on
+//! A Mastodon fake that speaks its real wire format: `Authorization: Bearer` checked on
 //! every authenticated call, `POST /api/v2/media` (multipart `file` + `description`) answering
 //! 202 while the image is processing and `GET /api/v1/media/:id` answering 206 (no body) until
 //! it is done, `POST /api/v1/statuses` with the **`Idempotency-Key` semantics that decide
@@ -172,7 +172,7 @@ fn iso(ms: i64, micros: bool) -> String {
     )
 }
 
-/// Mastodon's error bodies (API-NOTES "Errors"; 403, 500 and the proxy pages as seen from
+/// Mastodon's error bodies (403, 500 and the proxy pages as seen from
 /// Mastodon's controllers and nginx, wording not confirmed).
 pub fn error_answer(status: u16) -> ResponseTemplate {
     let error = match status {
@@ -493,7 +493,7 @@ impl State {
     /// Why the instance refuses this file, as its 422 `error`; `None`: within its limits.
     ///
     /// The type: Mastodon judges the file by its contents and answers the documented
-    /// "File content type is invalid" (API-NOTES.md). The size: Paperclip's size validation
+    /// "File content type is invalid". The size: Paperclip's size validation
     /// (wording from the fake's earlier versions; not seen verbatim). The pixels: Mastodon's
     /// `check_image_dimension` raises a `DimensionsValidationError`, answered 422 with its
     /// message (`"<w>x<h> images are not supported"`, as read from Mastodon's source; not
@@ -954,8 +954,8 @@ impl MastodonFake {
         self.with(|s| s.read_mode = mode);
     }
 
-    /// `false`: the server ignores `Idempotency-Key`, as GoToSocial does (API-NOTES.md
-    /// "Mastodon"): every well-formed create makes a new status, a replay included. The
+    /// `false`: the server ignores `Idempotency-Key`, as GoToSocial does:
+    /// every well-formed create makes a new status, a replay included. The
     /// setting for "exactly one post" proofs that must not lean on the key.
     pub fn set_idempotency_keys(&self, honoured: bool) {
         self.with(|s| s.keys_honoured = honoured);

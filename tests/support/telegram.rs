@@ -1,4 +1,4 @@
-//! A Telegram Bot API fake (`POST /bot<token>/<method>`, JSON in and out, API-NOTES.md):
+//! A Telegram Bot API fake (`POST /bot<token>/<method>`, JSON in and out):
 //! sendMessage, editMessageText (with "message is not modified"), answerCallbackQuery, getMe,
 //! setWebhook, getWebhookInfo; 401 for a wrong token; 429 with `retry_after`. Records every call.
 

@@ -1,5 +1,5 @@
-//! A Telegram Bot API fake for posting to a channel (API-NOTES.md "Telegram Bot API, posting
-//! to a channel"): `POST /bot<token>/sendPhoto` as `multipart/form-data` (`chat_id`, a `photo`
+//! A Telegram Bot API fake for posting to a channel, speaking its real wire format:
+//! `POST /bot<token>/sendPhoto` as `multipart/form-data` (`chat_id`, a `photo`
 //! file part, `caption`, `parse_mode`), the caption parsed as Telegram parses HTML and its limit
 //! (1,024 UTF-16 units of the parsed text) enforced, `getMe` and `getChat`, the documented error
 //! bodies as modes, and hangs before and after posting.
@@ -8,7 +8,7 @@
 //! It counts `sendPhoto` requests and messages posted, and keeps every message (parsed caption,
 //! photo bytes) for the test to look at.
 //!
-//! The photo is held to the limits of `sendPhoto` (API-NOTES.md): JPEG or PNG judged by the
+//! The photo is held to the limits of `sendPhoto`: JPEG or PNG judged by the
 //! bytes, at most 10,000,000 bytes, width + height at most 10,000, a shape of at most 20:1;
 //! anything else is refused with Telegram's 400, and every photo that arrived is kept
 //! ([`TgChannelFake::images`]) with its hash and facts.

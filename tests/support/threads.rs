@@ -1,4 +1,4 @@
-//! A Threads fake that speaks API-NOTES.md "Threads": `access_token` checked on every call (as
+//! A Threads fake that speaks its real wire format: `access_token` checked on every call (as
 //! a query or form parameter, as the Graph API takes it), `POST /v1.0/{user}/threads` making a
 //! **container** from form fields (`media_type=IMAGE`, `image_url`, `text`, `alt_text`), the
 //! image **fetched by the fake itself** from `image_url` as Threads does, the container's status
@@ -33,8 +33,8 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::received::Received;
 
-/// Threads' image limits (API-NOTES.md "Threads": "JPEG or PNG, ≤ 8 MB, width 320–1440 px,
-/// aspect ratio up to 10:1").
+/// Threads' image limits ("JPEG or PNG, ≤ 8 MB, width 320–1440 px, aspect ratio up to
+/// 10:1").
 pub const MAX_IMAGE_BYTES: usize = 8_000_000;
 pub const MIN_WIDTH: u32 = 320;
 pub const MAX_WIDTH: u32 = 1440;

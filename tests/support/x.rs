@@ -1,4 +1,4 @@
-//! An X API v2 fake that speaks API-NOTES.md "X API v2": it checks the OAuth 1.0a signature of
+//! An X API v2 fake that speaks its real wire format: it checks the OAuth 1.0a signature of
 //! every request (recomputed here from the request itself, with its own encoder, so a signing
 //! bug in the adapter is not mirrored), takes the media upload (multipart or JSON) and its alt
 //! text, creates posts with `POST /2/tweets`, answers `GET /2/users/me` and the user's timeline
@@ -6,8 +6,8 @@
 //! appended for attached media, `&`, `<`, `>` escaped, `meta.next_token` paging), and answers
 //! the documented error bodies and rate-limit headers.
 //!
-//! The media upload holds an image to X's documented limits (API-NOTES.md "X API v2":
-//! "≤ 5 MB; JPG, PNG, GIF, WEBP"): the type judged by the bytes, at most 5,000,000 bytes;
+//! The media upload holds an image to X's documented limits ("≤ 5 MB; JPG, PNG, GIF,
+//! WEBP"): the type judged by the bytes, at most 5,000,000 bytes;
 //! anything else is refused with a 400, and every image that arrived is kept
 //! ([`XFake::images`]) with its hash and facts.
 //!
@@ -576,7 +576,7 @@ impl State {
             return json_answer(400, error_body(400));
         }
         let got = Received::of(&bytes, &content_type);
-        // X's 400 problem JSON (API-NOTES.md); the `detail` wording for an image over the
+        // X's 400 problem JSON; the `detail` wording for an image over the
         // limit or of a type X does not take is not confirmed.
         let refusal = if !got.is_one_of(&FORMATS) {
             Some(format!(
@@ -673,7 +673,7 @@ impl State {
             return json_answer(400, error_body(400));
         }
         if postonce::networks::x::weighted_len(&text) > 280 {
-            // Observed for over-long text (API-NOTES): a bare 403.
+            // Observed for over-long text: a bare 403.
             return json_answer(403, error_body(403));
         }
         let now = Instant::now();

@@ -6,8 +6,8 @@
 //! before the first call, and replaying the stored request is safe at any time, a day later
 //! included; `getRecord` at the key tells whether the post exists.
 //!
-//! The adapter speaks AT Protocol XRPC to the account's PDS (wire facts in API-NOTES.md
-//! "Bluesky / AT Protocol"): an app-password session kept for the process and in the record
+//! The adapter speaks AT Protocol XRPC to the account's PDS (wire facts in
+//! `xrpc.rs` and `wire.rs`): an app-password session kept for the process and in the record
 //! store, the image blob upload, the `app.bsky.feed.post` record, and `getRecord`. It holds
 //! no policy: the pipeline decides. Here: the adapter; `session.rs` the login, refresh and the
 //! stored session; `xrpc.rs` the calls and what their answers mean; `wire.rs` the record key,

@@ -1,7 +1,7 @@
 //! XRPC on the account's PDS (`/xrpc/<nsid>`): one call, its answer read whole, and what a
 //! non-2xx answer (`{"error":"<Name>","message":"…"}`) or a failure below HTTP means for the
-//! post, as a [`PostError`] whose message names the fix (API-NOTES.md "Bluesky / AT
-//! Protocol", Errors). Describes only: the pipeline decides.
+//! post, as a [`PostError`] whose message names the fix. Describes only: the pipeline
+//! decides.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -183,7 +183,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// Turns a non-2xx XRPC answer (`{"error":"<Name>","message":"…"}`) into a [`PostError`]
-/// whose message names the fix (API-NOTES.md "Bluesky / AT Protocol", Errors).
+/// whose message names the fix.
 pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let name = v.get("error").and_then(Value::as_str).unwrap_or("");

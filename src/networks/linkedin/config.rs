@@ -23,7 +23,7 @@ pub const DEFINITION: Definition = Definition {
     load,
 };
 
-/// Default `LINKEDIN_VERSION` (versions live at least a year; see API-NOTES.md).
+/// Default `LINKEDIN_VERSION` (versions live at least a year).
 pub const DEFAULT_VERSION: &str = "202610";
 
 /// LinkedIn's configuration.

@@ -1,7 +1,7 @@
 //! LinkedIn's "little text" format for post commentary.
 //!
 //! Reserved characters `| { } @ [ ] ( ) < > # \ * _ ~` must be escaped with a backslash to stay
-//! plain text; unescaped, LinkedIn cuts the published text at the first one (API-NOTES.md). Two
+//! plain text; unescaped, LinkedIn cuts the published text at the first one. Two
 //! elements are kept on purpose: `#word` hashtags and exact mentions `@[Name](urn:li:person:…)` /
 //! `@[Name](urn:li:organization:…)`. Everything else reserved is escaped.
 
@@ -87,7 +87,7 @@ pub fn char_count(caption: &str) -> usize {
 mod tests {
     use super::*;
 
-    /// The reserved characters as API-NOTES.md lists them, kept apart from [`RESERVED`] so that
+    /// The reserved characters as the module doc lists them, kept apart from [`RESERVED`] so that
     /// a character missing there cannot also go missing from what these tests expect.
     const API_NOTES_RESERVED: &str = r"|{}@[]()<>#\*_~";
 

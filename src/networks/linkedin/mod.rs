@@ -104,7 +104,7 @@ pub trait Publisher: Send + Sync {
     async fn check(&self) -> Result<String, PublishError>;
 }
 
-/// The `POST /rest/posts` body (API-NOTES.md), shared by the real and the dry-run publisher.
+/// The `POST /rest/posts` body, shared by the real and the dry-run publisher.
 pub fn create_post_body(author: &str, post: &NewPost) -> serde_json::Value {
     let mut media = serde_json::json!({"id": post.image_urn});
     if let Some(alt) = &post.alt {

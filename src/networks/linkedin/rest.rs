@@ -1,5 +1,5 @@
 //! The LinkedIn REST adapter: versioned headers, the two-step image upload, create-post, and
-//! error answers turned into [`PublishError`] (wire facts in API-NOTES.md).
+//! error answers turned into [`PublishError`].
 
 use std::time::Duration;
 

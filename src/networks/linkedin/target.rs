@@ -1,4 +1,4 @@
-//! LinkedIn behind the per-network [`NetworkAdapter`] shape (DESIGN.md "Targets"): the two-step
+//! LinkedIn behind the per-network [`NetworkAdapter`] shape (README "Targets"): the two-step
 //! image upload as one safe-to-repeat upload, the escaped commentary as the prepared request,
 //! and LinkedIn's answers described as [`PostError`]s — its 422 DUPLICATE_POST becomes
 //! [`PostError::AlreadyExists`] naming the post. Wraps any [`Publisher`] (the REST adapter or

@@ -7,8 +7,8 @@
 //! are read back for the exact text instead ([`NetworkAdapter::find`]); when they cannot be
 //! read, the owner is asked.
 //!
-//! The adapter speaks the REST API with a user's access token (wire facts in API-NOTES.md
-//! "Mastodon") and holds no policy: it describes Mastodon's answers as [`PostError`]s and the
+//! The adapter speaks the REST API with a user's access token (wire facts in `wire.rs`)
+//! and holds no policy: it describes Mastodon's answers as [`PostError`]s and the
 //! pipeline decides. Its parts:
 //! - this file: the adapter, its create, and the `find` that settles a lost answer;
 //! - `wire.rs`: the request body and its key, the answers, [`classify`], the instance's limits;

@@ -276,8 +276,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     http::retry_after_seconds(headers)
 }
 
-/// Turns a non-2xx answer into a [`PostError`] whose message names the fix (API-NOTES.md
-/// "Mastodon", Errors: every body is `{"error":"…"}`; a proxy's may be an HTML page).
+/// Turns a non-2xx answer into a [`PostError`] whose message names the fix (Mastodon's
+/// errors: every body is `{"error":"…"}`; a proxy's may be an HTML page).
 pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let error = v

@@ -4,8 +4,8 @@
 //! settled by the adapter: it is [`PostError::InDoubt`], and the pipeline makes it `unknown`
 //! and asks the owner. At most once; the owner decides. Every capability is "can't".
 //!
-//! The adapter (DESIGN.md "Targets"; wire facts in API-NOTES.md "Telegram Bot API, posting to
-//! a channel"): one `sendPhoto` per post, multipart, caption in HTML ([`text`]); the request,
+//! The adapter (README "Targets"; the Bot API, posting to a channel):
+//! one `sendPhoto` per post, multipart, caption in HTML ([`text`]); the request,
 //! the answers and the classifier are in [`wire`]; [`DryRunChannel`] is the variant without a
 //! channel.
 //!

@@ -1,4 +1,4 @@
-//! The Telegram channel's wire (API-NOTES.md "Telegram Bot API, posting to a channel"): the
+//! The Telegram channel's wire (the Bot API, posting to a channel): the
 //! `sendPhoto` request as stored in the intent and checked against the image before it is
 //! sent, the URL of a message, what a failed exchange means, and the classifier that turns a
 //! Bot API answer that is not `ok` into a [`PostError`] naming the fix.

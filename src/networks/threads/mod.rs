@@ -1,4 +1,4 @@
-//! Threads (Meta's Threads API, wire facts in API-NOTES.md "Threads"). Its idempotency
+//! Threads (Meta's Threads API, wire facts in `wire.rs`). Its idempotency
 //! primitive is the **media container**: a post is made in two calls, `POST /{user}/threads`
 //! (the container: image URL, text, alt text) and `POST /{user}/threads_publish` with that
 //! container's id, and one container yields at most one post. The container's status
@@ -108,7 +108,7 @@ pub fn capabilities() -> Capabilities {
             max_ratio: Some(10),
             ..ImageLimits::default()
         },
-        // The first URL becomes the link preview; at most 5 links (API-NOTES).
+        // The first URL becomes the link preview; at most 5 links.
         links: Links::AsText,
         fetches_image: true,
     }

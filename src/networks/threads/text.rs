@@ -1,5 +1,5 @@
 //! Threads' text rule: at most [`MAX_TEXT`] characters, where, in Meta's words, "emojis are
-//! counted as the number of UTF-8 bytes" (API-NOTES.md "Threads", Limits).
+//! counted as the number of UTF-8 bytes".
 //!
 //! Meta does not say more, so two readings are possible and both are written here:
 //! - [`by_characters`]: every Unicode scalar value counts one (an emoji such as 😀 counts 1,

@@ -1,4 +1,4 @@
-//! Threads' wire format (API-NOTES.md "Threads"): the container's status, the Graph API's
+//! Threads' wire format: the container's status, the Graph API's
 //! error body and what each answer means for the post ([`classify`]), the account's list of
 //! posts, Threads' timestamps, and the redaction of the token (which travels as the
 //! `access_token` parameter, so a server or a library could echo it).
@@ -132,7 +132,7 @@ impl GraphError {
     }
 }
 
-/// Graph codes that mean "too many calls" (API-NOTES: 4, 17, 32, 613), the publishing quota
+/// Graph codes that mean "too many calls" (4, 17, 32, 613), the publishing quota
 /// included.
 pub const RATE_LIMIT_CODES: [i64; 4] = [4, 17, 32, 613];
 /// Code 190: the token is invalid, expired or revoked.

@@ -4,7 +4,7 @@
 //! reading the account's posts back for the exact text after the quiet period; the adapter
 //! claims [`Capabilities::duplicate_without_id`] and [`Capabilities::reads_back`].
 //!
-//! The adapter (API v2, OAuth 1.0a user context; wire facts in API-NOTES.md "X API v2"):
+//! The adapter (API v2, OAuth 1.0a user context):
 //! image upload with alt text, create, reading the account's posts back for an exact text,
 //! and X's answers described as [`PostError`]s. Holds no policy: the pipeline decides.
 //! [`wire`] holds the bodies, the answers and the classifier; [`text`] the weighted count;

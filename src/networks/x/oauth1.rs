@@ -1,5 +1,5 @@
 //! OAuth 1.0a request signing with HMAC-SHA1 (RFC 5849 §3.4), the way X's "OAuth 1.0a user
-//! context" takes it (API-NOTES.md, "X API v2").
+//! context" takes it.
 //!
 //! The signature covers the method, the URL without its query, and the sorted, percent-encoded
 //! parameters: every `oauth_*` parameter, the query string, and the body's fields **only** when

@@ -1,6 +1,6 @@
 //! X's wire: the create body, the reading of an answer, X's rate-limit resets, the classifier
 //! that turns a non-2xx answer into a [`PostError`] naming the fix, and a read-back post's text
-//! as it was sent (API-NOTES.md "X API v2").
+//! as it was sent.
 
 use std::time::Duration;
 
@@ -66,8 +66,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     window.max(day).map(until_unix)
 }
 
-/// Turns a non-2xx answer into a [`PostError`] whose message names the fix (API-NOTES.md
-/// "X API v2", Errors).
+/// Turns a non-2xx answer into a [`PostError`] whose message names the fix.
 pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let text = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");

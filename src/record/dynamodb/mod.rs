@@ -5,7 +5,7 @@
 //! The record write and the draft's `posted` mark go in one `TransactWriteItems`, so the happy
 //! path costs one write and the draft never disagrees with the record.
 //!
-//! The due index (DESIGN.md "Scheduling") is a sparse global secondary index, [`DUE_INDEX`]:
+//! The due index (README "Scheduling") is a sparse global secondary index, [`DUE_INDEX`]:
 //! partition `queue` (the namespace and the status, e.g. `scheduled` or `dryrun:failed`), sort
 //! `due_at` (Unix seconds). Every open draft carries both; a draft that is done (posted,
 //! cancelled) carries neither, so the sweeper queries what is due and never scans the table.
