@@ -387,6 +387,17 @@ async fn a_planted_symbolic_link_is_never_written_through() {
         "{}",
         text(&o.stderr)
     );
+    // The same link named with a trailing slash (as shells complete it), which makes the kernel
+    // follow it in `lstat` and even under O_NOFOLLOW: refused all the same, nothing touched.
+    let before = std::fs::read_dir(&out).expect("out").count();
+    let o = run(&dir.path().join("linked/"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("symbolic link"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&out).expect("out").count(), before);
     assert_eq!(env.linkedin.total_requests().await, 0);
 }
 
@@ -405,7 +416,14 @@ fn writes_go_to_the_folder_opened_once_even_if_it_is_swapped_for_a_link() {
     std::fs::create_dir(&elsewhere).expect("elsewhere");
     std::fs::write(elsewhere.join("linkedin.png"), "precious").expect("victim");
 
-    let opened = OutDir::open(&out).expect("open the folder");
+    let mut trailing = out.clone().into_os_string();
+    trailing.push("/");
+    std::os::unix::fs::symlink(&elsewhere, root.path().join("link")).expect("link");
+    assert!(
+        OutDir::open(&root.path().join("link/")).is_err(),
+        "a link named with a trailing slash is still a link"
+    );
+    let opened = OutDir::open(std::path::Path::new(&trailing)).expect("open the folder");
     // The swap: the folder moves away and a link to another folder takes its name.
     let moved = root.path().join("moved");
     std::fs::rename(&out, &moved).expect("move the folder");

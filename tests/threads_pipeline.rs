@@ -103,8 +103,8 @@ async fn posts_once_with_the_container_in_the_intent_before_the_publish() {
     let key = env.key();
 
     // Held just after the intent: the container exists and is kept; nothing is published yet.
-    // Held long enough that a loaded machine still reads the intent inside the hold.
-    fail::cfg("after-intent", "1*return(sleep:2000)").expect("fail point");
+    // Held well inside the quiet period (a hold past it makes the create refuse to send).
+    fail::cfg("after-intent", "1*return(sleep:500)").expect("fail point");
     let running = {
         let app = env.app.clone();
         let req = env.request_to(&key, Some(env.announcement(&key)), &[Network::Threads]);

@@ -271,6 +271,9 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     }
     if matches!(cli.command, Command::Mcp) {
         // An agent's covers: only beneath POSTONCE_MCP_IMAGE_DIRS, at every read of the process.
+        if let Err(e) = config.resolve_mcp_covers() {
+            return bad_input(format!("configuration: {e}"));
+        }
         config.local_covers = config.mcp_covers.clone();
     }
     if matches!(cli.command, Command::Serve { .. }) {

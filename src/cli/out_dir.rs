@@ -39,6 +39,8 @@ impl OutDir {
     /// # Errors
     /// The message for people.
     pub fn open(path: &Path) -> Result<Self, String> {
+        // A trailing `/` would make the kernel follow a final link even under O_NOFOLLOW.
+        let path: &Path = &path.components().collect::<PathBuf>();
         let shown = path.display();
         match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

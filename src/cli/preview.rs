@@ -55,6 +55,9 @@ pub(super) fn check(config: &Config, a: &PreviewArgs) -> Result<Checked, String>
         .out
         .clone()
         .unwrap_or_else(|| Path::new("postonce-preview").join(req.key.draft()));
+    // Without its trailing `/` (`--out link/`): a trailing slash makes the kernel follow a
+    // final symbolic link, in `lstat` and even under `O_NOFOLLOW`.
+    let out: PathBuf = out.components().collect();
     check_folder(&out)?;
     Ok(Checked {
         run: ParsedRun {

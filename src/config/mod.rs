@@ -72,8 +72,11 @@ pub struct Config {
     /// Every network's own configuration (its folder read it), in the registry's order.
     pub networks: Configs,
     pub image_hosts: OriginPolicy,
-    /// The folders the MCP server may read covers from (`POSTONCE_MCP_IMAGE_DIRS`, resolved at
-    /// start-up); unset: none.
+    /// `POSTONCE_MCP_IMAGE_DIRS` as given (its entries checked); the MCP server resolves it
+    /// at its start ([`Config::resolve_mcp_covers`]).
+    pub mcp_image_dirs: Option<String>,
+    /// The folders the MCP server may read covers from, once resolved; none until then, and
+    /// none when the variable is unset.
     pub mcp_covers: LocalCovers,
     /// Where this process reads a draft's local cover from: anywhere, except in the MCP server,
     /// which sets it to [`Config::mcp_covers`].
@@ -153,6 +156,19 @@ fn parse_targets(var: &'static str, list: &str) -> Result<Vec<Network>, ConfigEr
 }
 
 impl Config {
+    /// Resolves `POSTONCE_MCP_IMAGE_DIRS` to its folders (the MCP server, at its start): each
+    /// must exist and be a folder.
+    ///
+    /// # Errors
+    /// Names the variable and the entry that cannot be used.
+    pub fn resolve_mcp_covers(&mut self) -> Result<(), ConfigError> {
+        if let Some(list) = &self.mcp_image_dirs {
+            self.mcp_covers =
+                LocalCovers::parse_dirs(list).map_err(|e| bad("POSTONCE_MCP_IMAGE_DIRS", e))?;
+        }
+        Ok(())
+    }
+
     /// The PostgreSQL database (`None` without `DATABASE_URL`), its pool not yet connected.
     ///
     /// # Errors
@@ -331,12 +347,10 @@ impl Config {
             Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
         };
 
-        let mcp_covers = match get("POSTONCE_MCP_IMAGE_DIRS") {
-            None => LocalCovers::none(),
-            Some(list) => {
-                LocalCovers::parse_dirs(&list).map_err(|e| bad("POSTONCE_MCP_IMAGE_DIRS", e))?
-            }
-        };
+        let mcp_image_dirs = get("POSTONCE_MCP_IMAGE_DIRS");
+        if let Some(list) = &mcp_image_dirs {
+            LocalCovers::dir_entries(list).map_err(|e| bad("POSTONCE_MCP_IMAGE_DIRS", e))?;
+        }
 
         let claim_ttl = vars.seconds("POSTONCE_CLAIM_TTL_S", 120)?;
         let function_timeout = vars.seconds("POSTONCE_FUNCTION_TIMEOUT_S", 60)?;
@@ -492,7 +506,8 @@ impl Config {
             targets,
             networks,
             image_hosts,
-            mcp_covers,
+            mcp_image_dirs,
+            mcp_covers: LocalCovers::none(),
             local_covers: LocalCovers::Anywhere,
             claim_ttl,
             function_timeout,

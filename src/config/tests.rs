@@ -167,10 +167,6 @@ fn errors_name_the_variable() {
             vec![("POSTONCE_MCP_IMAGE_DIRS", "covers")],
             "POSTONCE_MCP_IMAGE_DIRS",
         ),
-        (
-            vec![("POSTONCE_MCP_IMAGE_DIRS", "/no/such/postonce/folder")],
-            "POSTONCE_MCP_IMAGE_DIRS",
-        ),
         (vec![("POSTONCE_TABLE", "a b")], "POSTONCE_TABLE"),
         (vec![("POSTONCE_TABLE", "postonce")], "REDIS_URL"),
         (
@@ -512,10 +508,25 @@ fn mcp_covers_come_from_no_folder_unless_named_and_the_folders_are_resolved_at_s
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let list = format!("{}, /tmp", link.display());
-    let c = load(&[("POSTONCE_MCP_IMAGE_DIRS", &list)]).unwrap();
+    let mut c = load(&[("POSTONCE_MCP_IMAGE_DIRS", &list)]).unwrap();
+    assert_eq!(
+        c.mcp_covers,
+        LocalCovers::none(),
+        "resolved by the MCP server only"
+    );
+    c.resolve_mcp_covers().unwrap();
     let LocalCovers::Beneath(dirs) = &c.mcp_covers else {
         panic!("{:?}", c.mcp_covers)
     };
     assert_eq!(dirs.len(), 2);
     assert_eq!(dirs[0].canonical(), std::fs::canonicalize(&real).unwrap());
+}
+
+#[test]
+fn a_missing_mcp_folder_stops_only_the_mcp_server() {
+    // Every other command (serve, sweep, post) shares the environment and loads as usual.
+    let mut c = load(&[("POSTONCE_MCP_IMAGE_DIRS", "/no/such/postonce/folder")]).unwrap();
+    let e = c.resolve_mcp_covers().unwrap_err().to_string();
+    assert!(e.contains("POSTONCE_MCP_IMAGE_DIRS"), "{e}");
+    assert!(e.contains("/no/such/postonce/folder"), "{e}");
 }

@@ -134,12 +134,14 @@ impl LocalCovers {
         Self::Beneath(Arc::from(Vec::new()))
     }
 
-    /// Parses `POSTONCE_MCP_IMAGE_DIRS`: comma-separated absolute folders (as the other list
-    /// variables), each resolved now to its canonical path.
+    /// The entries of `POSTONCE_MCP_IMAGE_DIRS`: comma-separated absolute paths (as the other
+    /// list variables), at least one. Checked by every command; only the MCP server resolves
+    /// them ([`LocalCovers::parse_dirs`]), so a folder that one service cannot reach never stops
+    /// the others that share the environment.
     ///
     /// # Errors
-    /// The entry that is not an absolute path to an existing folder, and why.
-    pub fn parse_dirs(list: &str) -> Result<Self, String> {
+    /// The entry that is not an absolute path, or an empty list.
+    pub fn dir_entries(list: &str) -> Result<Vec<PathBuf>, String> {
         let mut dirs = Vec::new();
         for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let given = PathBuf::from(entry);
@@ -148,15 +150,29 @@ impl LocalCovers {
                     "{entry:?} is not an absolute path; name each folder from the root, e.g. /home/me/covers"
                 ));
             }
-            let canonical = std::fs::canonicalize(&given)
-                .map_err(|e| format!("{entry:?}: {e}; name folders that exist"))?;
-            if !canonical.is_dir() {
-                return Err(format!("{entry:?} is not a folder"));
-            }
-            dirs.push(ImageDir { given, canonical });
+            dirs.push(given);
         }
         if dirs.is_empty() {
             return Err("lists no folder; unset it to read no local file over MCP".into());
+        }
+        Ok(dirs)
+    }
+
+    /// Parses `POSTONCE_MCP_IMAGE_DIRS` ([`LocalCovers::dir_entries`]), each folder resolved now
+    /// to its canonical path.
+    ///
+    /// # Errors
+    /// The entry that is not an absolute path to an existing folder, and why.
+    pub fn parse_dirs(list: &str) -> Result<Self, String> {
+        let mut dirs = Vec::new();
+        for given in Self::dir_entries(list)? {
+            let entry = given.display();
+            let canonical = std::fs::canonicalize(&given)
+                .map_err(|e| format!("\"{entry}\": {e}; name folders that exist"))?;
+            if !canonical.is_dir() {
+                return Err(format!("\"{entry}\" is not a folder"));
+            }
+            dirs.push(ImageDir { given, canonical });
         }
         Ok(Self::Beneath(Arc::from(dirs)))
     }

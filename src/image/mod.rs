@@ -191,6 +191,21 @@ pub fn cover_blocking(
     })
 }
 
+/// The process's one permit to decode a cover: whoever decodes (a run's cover phase, the MCP
+/// server's check of a local cover) holds it for the whole decode, so that decoded covers,
+/// tens of megabytes each, are never held side by side.
+///
+/// # Errors
+/// Only while the process shuts down.
+pub async fn decode_permit() -> Result<tokio::sync::OwnedSemaphorePermit, ImageError> {
+    static ONE_AT_A_TIME: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    let gate = ONE_AT_A_TIME.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(1)));
+    gate.clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| ImageError::Unavailable("the image worker is shutting down".into()))
+}
+
 /// [`cover_blocking`] on a blocking thread, one at a time in the process: a decoded cover is
 /// tens of megabytes, and several targets of one run would otherwise hold one each at once.
 ///
@@ -201,13 +216,7 @@ pub async fn cover(
     limits: ImageLimits,
     can_render: bool,
 ) -> Result<Cover, ImageError> {
-    static ONE_AT_A_TIME: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
-    let gate = ONE_AT_A_TIME.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(1)));
-    let permit = gate
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| ImageError::Unavailable("the image worker is shutting down".into()))?;
+    let permit = decode_permit().await?;
     // The permit goes with the work: a caller that gives up (its budget ran out) does not let
     // another decode start beside one still running.
     tokio::task::spawn_blocking(move || {

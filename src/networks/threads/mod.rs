@@ -82,6 +82,19 @@ pub const LIST_PAGE_SIZE: u8 = 25;
 pub const LIST_MAX_PAGES: u32 = 4;
 /// Listed posts may be this much older than the attempt (clock skew with Meta).
 const CLOCK_SLACK_S: i64 = 600;
+
+/// A container not published within 24 hours expires: a container found `PUBLISHED` was
+/// published at most this long ago, so its post is looked for among the posts since then
+/// (never an older post of the same text).
+const CONTAINER_LIFETIME_S: i64 = 24 * 3600;
+
+/// The earliest time the post of a container found `PUBLISHED` now can have (Unix seconds).
+fn published_since() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    now - CONTAINER_LIFETIME_S
+}
 /// The fields read of a published post.
 const MEDIA_FIELDS: &str = "id,permalink";
 const LIST_FIELDS: &str = "id,permalink,text,timestamp";
@@ -437,7 +450,7 @@ impl ThreadsAdapter {
                     ),
                 })
             }
-            ContainerStatus::Published => return Err(self.already_published(post, None).await),
+            ContainerStatus::Published => return Err(self.already_published(post, Some(published_since())).await),
             other => return Err(cannot_publish(container, &other)),
         }
         let resp = self
@@ -458,7 +471,7 @@ impl ThreadsAdapter {
             // (A revoked token fails that read too, and the refusal is answered as it is.)
             Err(refusal @ PostError::Rejected { .. }) => {
                 return Err(match self.status(container, None).await {
-                    Ok(ContainerStatus::Published) => self.already_published(post, None).await,
+                    Ok(ContainerStatus::Published) => self.already_published(post, Some(published_since())).await,
                     Ok(ContainerStatus::InProgress) => PostError::NotReady {
                         network: NETWORK,
                         message: format!(
@@ -479,7 +492,7 @@ impl ThreadsAdapter {
         );
         let Some(id) = media_id else {
             return Ok(self
-                .locate(post, None)
+                .locate(post, Some(published_since()))
                 .await
                 .ok()
                 .flatten()

@@ -270,7 +270,12 @@ impl McpServer {
     async fn parsed(&self, args: &Value) -> Result<ParsedRun, FieldError> {
         let app = self.app.clone();
         let args = args.clone();
+        // A local cover is decoded here: one decode at a time in the process, as a run's.
+        let permit = crate::image::decode_permit()
+            .await
+            .map_err(|e| FieldError::new("image", format!("{e}; nothing was stored")))?;
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             draft_event(&args).and_then(|event| {
                 parse_run_from(&app, &event, false, Some(&app.config.mcp_covers))
                     .map_err(in_mcp_names)
