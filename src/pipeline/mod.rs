@@ -27,6 +27,7 @@ mod create;
 mod decide;
 mod failure;
 mod guard;
+mod parked;
 mod publish;
 mod reconcile;
 mod record;
@@ -42,7 +43,7 @@ pub use schedule::PACING_MARGIN;
 pub use sweep::{Delayed, SweepReport, Waiting};
 pub use targets::TextError;
 
-use guard::{Finish, Progress, Stage};
+use guard::{Finish, Progress, Stage, Unrecorded};
 use retry::{rate_limit_wait, retry_within, Gave};
 
 use std::collections::BTreeMap;
@@ -216,6 +217,9 @@ pub struct Lane {
     pub settings: Settings,
     /// The budget of one call to this network.
     pub budget: Duration,
+    /// The variables still to set for this network to post for real (empty when it does):
+    /// why its drafts in the real stores wait ([`parked`]).
+    pub missing: Vec<&'static str>,
 }
 
 fn failed(key: &PostKey, retryable: bool, detail: impl Into<String>) -> Outcome {
@@ -312,8 +316,9 @@ impl Pipeline {
     }
 
     /// A delivered report told the owner of each target refused for good (a bad cover, revoked
-    /// credentials): marked told, so the sweeper does not tell them again. A report that was
-    /// not delivered leaves them to the sweeper, which tells them once.
+    /// credentials) whose block it carried whole: marked told, so the sweeper does not tell
+    /// them again. A report that was not delivered, or a block cut off at Telegram's limit,
+    /// leaves them to the sweeper, which tells them once.
     pub(super) async fn told_of_refusals(
         &self,
         req: &PostRequest,
@@ -325,8 +330,12 @@ impl Pipeline {
         } else {
             outcome.parts.as_slice()
         };
+        let whole = outcome.reported_in_full();
         for part in parts {
             if part.outcome != OutcomeKind::Failed || part.retryable || part.misconfigured {
+                continue;
+            }
+            if !whole.contains(&part.network) {
                 continue;
             }
             if let Some(lane) = self.lane(part.network) {
