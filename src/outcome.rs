@@ -398,7 +398,11 @@ impl Outcome {
     pub fn reported_in_full(&self) -> Vec<Network> {
         let (_, whole) = self.report_cut();
         if self.parts.is_empty() {
-            return if whole > 0 { vec![self.network] } else { vec![] };
+            return if whole > 0 {
+                vec![self.network]
+            } else {
+                vec![]
+            };
         }
         self.parts.iter().take(whole).map(|p| p.network).collect()
     }
@@ -484,6 +488,33 @@ mod tests {
             let data: Vec<String> = o.buttons().into_iter().map(|b| b.data).collect();
             assert_eq!(data, buttons, "{kind:?}");
         }
+    }
+
+    /// A report over Telegram's limit is cut at 3,990 characters; only the parts whose block
+    /// ends before the cut count as shown in full.
+    #[test]
+    fn a_cut_report_names_only_the_parts_it_shows_whole() {
+        let key = PostKey::new("blog", "x").unwrap();
+        let part = |n: Network| {
+            let mut p = Outcome::new(&key.on(n), OutcomeKind::Failed, "r".repeat(1_500));
+            p.network = n;
+            p
+        };
+        let mut o = outcome(OutcomeKind::Failed, false);
+        o.parts = vec![
+            part(Network::Linkedin),
+            part(Network::X),
+            part(Network::Telegram),
+        ];
+        let text = o.report_text();
+        assert_eq!(text.chars().count(), 3_991);
+        assert_eq!(o.reported_in_full(), vec![Network::Linkedin, Network::X]);
+        o.parts.truncate(2);
+        assert_eq!(o.reported_in_full(), vec![Network::Linkedin, Network::X]);
+        let mut one = outcome(OutcomeKind::Failed, false);
+        assert_eq!(one.reported_in_full(), vec![Network::Linkedin]);
+        one.detail = "r".repeat(4_000);
+        assert!(one.reported_in_full().is_empty());
     }
 
     #[test]

@@ -55,7 +55,11 @@ async fn a_report_cut_at_telegrams_limit_marks_told_only_the_targets_it_carried_
     assert!(report.ends_with('…'), "the report was cut: {report}");
     let (mut whole, mut cut) = (Vec::new(), Vec::new());
     for p in &o.parts {
-        assert_eq!((p.outcome, p.retryable), (OutcomeKind::Failed, false), "{p:?}");
+        assert_eq!(
+            (p.outcome, p.retryable),
+            (OutcomeKind::Failed, false),
+            "{p:?}"
+        );
         let block = format!("{} — ❌ Not posted\n{}", p.network.label(), p.detail);
         let target = key.on(p.network);
         let told = env
@@ -65,7 +69,11 @@ async fn a_report_cut_at_telegrams_limit_marks_told_only_the_targets_it_carried_
             .draft
             .expect("a draft")
             .reminded;
-        println!("{}: whole in the report {}, marked told {told}", p.network.as_str(), report.contains(&block));
+        println!(
+            "{}: whole in the report {}, marked told {told}",
+            p.network.as_str(),
+            report.contains(&block)
+        );
         assert_eq!(told, report.contains(&block), "{}", p.network.as_str());
         if told {
             whole.push(target);
@@ -73,15 +81,28 @@ async fn a_report_cut_at_telegrams_limit_marks_told_only_the_targets_it_carried_
             cut.push(target);
         }
     }
-    assert!(!whole.is_empty() && !cut.is_empty(), "whole {whole:?}, cut {cut:?}");
+    assert!(
+        !whole.is_empty() && !cut.is_empty(),
+        "whole {whole:?}, cut {cut:?}"
+    );
 
-    let first = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let first = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     let mut reminded = first.reminded.clone();
     reminded.sort();
     let mut want: Vec<String> = cut.iter().map(PostKey::to_string).collect();
     want.sort();
     assert_eq!(reminded, want, "the sweeper tells the cut ones: {first:?}");
-    let second = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let second = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     assert!(second.reminded.is_empty(), "told once: {second:?}");
 }
 
@@ -106,7 +127,11 @@ async fn drafts_of_a_network_without_credentials_are_listed_with_the_reason_and_
     let req = env.request_to(&failed, Some(env.announcement(&failed)), &[Network::X]);
     let o = env.app.pipeline.run(req, env.deadline()).await;
     env.x().set_upload_mode(support::x::Mode::Normal);
-    assert_eq!((o.outcome, o.retryable), (OutcomeKind::Failed, true), "{o:?}");
+    assert_eq!(
+        (o.outcome, o.retryable),
+        (OutcomeKind::Failed, true),
+        "{o:?}"
+    );
 
     let no_x = env
         .app_with(&[
@@ -127,13 +152,23 @@ async fn drafts_of_a_network_without_credentials_are_listed_with_the_reason_and_
     assert_eq!(told.len(), 1, "{told:#?}");
     assert!(told[0].contains(because), "{}", told[0]);
     let again = no_x.pipeline.sweep(&env.deadline()).await.expect("sweep");
-    assert!(again.runs.is_empty() && again.reminded.is_empty(), "{again:?}");
+    assert!(
+        again.runs.is_empty() && again.reminded.is_empty(),
+        "{again:?}"
+    );
     for waiting in [sweep.waiting, again.waiting] {
         let listed: Vec<&str> = waiting.iter().map(|w| w.key.as_str()).collect();
-        assert!(listed.contains(&due.on(Network::X).to_string().as_str()), "{waiting:?}");
+        assert!(
+            listed.contains(&due.on(Network::X).to_string().as_str()),
+            "{waiting:?}"
+        );
     }
 
-    let all = no_x.pipeline.waiting(&env.deadline()).await.expect("waiting");
+    let all = no_x
+        .pipeline
+        .waiting(&env.deadline())
+        .await
+        .expect("waiting");
     println!("{all:#?}");
     for key in [&due, &failed] {
         let target = key.on(Network::X).to_string();
@@ -143,14 +178,22 @@ async fn drafts_of_a_network_without_credentials_are_listed_with_the_reason_and_
             .unwrap_or_else(|| panic!("{target} is not listed: {all:?}"));
         assert!(w.reason.starts_with(because), "{}", w.reason);
     }
-    assert!(!all.iter().any(|w| w.key == later.on(Network::X).to_string()));
-    let scheduled = no_x.pipeline.scheduled(&env.deadline()).await.expect("list");
+    assert!(!all
+        .iter()
+        .any(|w| w.key == later.on(Network::X).to_string()));
+    let scheduled = no_x
+        .pipeline
+        .scheduled(&env.deadline())
+        .await
+        .expect("list");
     let l = scheduled
         .iter()
         .find(|d| d.key == later.on(Network::X).to_string())
         .expect("the later one is listed");
     assert!(
-        l.last_error.as_deref().is_some_and(|e| e.starts_with(because)),
+        l.last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(because)),
         "{l:?}"
     );
 
@@ -159,13 +202,31 @@ async fn drafts_of_a_network_without_credentials_are_listed_with_the_reason_and_
     assert_eq!(env.x().create_requests(), 0);
     for key in [&due, &later, &failed] {
         let target = key.on(Network::X);
-        let dry = no_x.pipeline.status(&target, &env.deadline()).await.expect("status");
-        assert!(dry.snapshot.draft.is_none(), "{target}: {:?}", dry.snapshot.draft);
+        let dry = no_x
+            .pipeline
+            .status(&target, &env.deadline())
+            .await
+            .expect("status");
+        assert!(
+            dry.snapshot.draft.is_none(),
+            "{target}: {:?}",
+            dry.snapshot.draft
+        );
     }
-    let st = env.status(&due.on(Network::X)).await.snapshot.draft.expect("draft");
+    let st = env
+        .status(&due.on(Network::X))
+        .await
+        .snapshot
+        .draft
+        .expect("draft");
     assert_eq!(st.status, DraftStatus::Scheduled);
 
-    let back = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let back = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     assert_eq!(back.runs.len(), 1, "{back:?}");
     assert_eq!(env.posts_on(&due, Network::X).len(), 1, "{back:?}");
 }

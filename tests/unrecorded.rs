@@ -58,7 +58,10 @@ async fn a_claim_that_cannot_be_kept_is_followed_by_a_second_record_write() {
         let dl = env.deadline();
         tokio::spawn(async move { app.pipeline.run(req, dl).await })
     };
-    until("create-post at LinkedIn", || env.linkedin.create_requests() == 1).await;
+    until("create-post at LinkedIn", || {
+        env.linkedin.create_requests() == 1
+    })
+    .await;
     env.redis.as_mut().expect("redis").kill();
     let o = run.await.expect("run");
     fail::remove("after-create-post");
@@ -120,8 +123,7 @@ async fn a_post_whose_record_and_claim_are_lost_is_named_and_never_posted_again_
     )
     .await;
     env.linkedin.set_duplicate_check(DuplicateCheck::INSTANT);
-    env.x()
-        .set_duplicate_check(support::x::DuplicateCheck::Off);
+    env.x().set_duplicate_check(support::x::DuplicateCheck::Off);
     let key: PostKey = env.key();
     fail::cfg("after-create-post", "return(sleep:2500)").expect("fail point");
     let run = {
@@ -159,7 +161,12 @@ async fn a_post_whose_record_and_claim_are_lost_is_named_and_never_posted_again_
             &format!("this report does: {id}"),
             settles(n),
         ] {
-            assert!(p.detail.contains(says), "{}: {says:?} in {}", n.as_str(), p.detail);
+            assert!(
+                p.detail.contains(says),
+                "{}: {says:?} in {}",
+                n.as_str(),
+                p.detail
+            );
         }
         assert!(!p.detail.contains("claim is kept"), "{}", p.detail);
         assert!(!p.detail.contains("claim keeps"), "{}", p.detail);

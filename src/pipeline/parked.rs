@@ -62,10 +62,10 @@ impl Pipeline {
     pub(super) async fn tell_parked(
         &self,
         dl: &Deadline,
-        parked: &[Parked],
+        parked: &mut [Parked],
         report: &mut SweepReport,
     ) {
-        for p in parked.iter().filter(|p| !p.draft.reminded) {
+        for p in parked.iter_mut().filter(|p| !p.draft.reminded) {
             let (Some(reason), Ok(key)) = (p.lane.unconfigured(), PostKey::parse(&p.draft.key))
             else {
                 continue;
@@ -86,8 +86,11 @@ impl Pipeline {
                         .update_draft(&key, &update, &[p.draft.status], now_s()),
                 )
                 .await;
-            if let Some(e) = flatten(noted) {
-                tracing::warn!(error = %e, "could not note that the owner was told of a draft that waits for credentials; they may be told again");
+            match flatten(noted) {
+                None => p.draft.reminded = true,
+                Some(e) => {
+                    tracing::warn!(error = %e, "could not note that the owner was told of a draft that waits for credentials; they may be told again")
+                }
             }
         }
     }

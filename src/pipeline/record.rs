@@ -118,7 +118,8 @@ impl Lane {
             Err(e) => {
                 tracing::error!(urn = ?urn, error = %e, "the network accepted the post but the record write failed; keeping the claim");
                 // What happens to the claim is said once it is known ([`Self::after_keep`]).
-                let detail = format!("{on} accepted the post but the record could not be written ({e})");
+                let detail =
+                    format!("{on} accepted the post but the record could not be written ({e})");
                 progress.unrecorded(Unrecorded {
                     error: e.clone(),
                     ..unrecorded
@@ -169,6 +170,7 @@ impl Lane {
                     .finish(t.redis, self.claims.release(&req.key, &req.run_id))
                     .await;
                 let mut second = second;
+                second.image = outcome.image.take();
                 second.detail = format!(
                     "{} (the first record write failed ({first}) and the claim could not be kept ({unkept}), so the record was written again)",
                     second.detail
@@ -176,7 +178,10 @@ impl Lane {
                 return second;
             }
             if let Some(again) = progress.take_unrecorded() {
-                tried = format!("{tried}, nor the record written on a second try ({})", again.error);
+                tried = format!(
+                    "{tried}, nor the record written on a second try ({})",
+                    again.error
+                );
             }
         }
         let named = match &outcome.urn {
@@ -195,7 +200,8 @@ impl Lane {
     fn settles_later(&self) -> String {
         let on = self.network.label();
         let later = format!(
-            "once the quiet period ({}s) is over, a Retry or the sweeper",
+            "once this run's claim ({}s) has expired and the quiet period ({}s) is over, a Retry or the sweeper",
+            self.settings.claim_ttl.as_secs(),
             self.settings.reconcile_after.as_secs()
         );
         match self.settle() {

@@ -205,16 +205,25 @@ impl Pipeline {
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
-        let mut parked = Vec::new();
-        let drafts = self
-            .due_drafts(dl, &OPEN, i64::MAX, Some(&mut parked))
-            .await?;
         // A scheduled draft whose time has come waits for its network's credentials too.
+        let mut parked = Vec::new();
         if self.any_unconfigured() {
             let scheduled = [DraftStatus::Scheduled];
             self.due_drafts(dl, &scheduled, now_s(), Some(&mut parked))
                 .await?;
         }
+        self.waiting_with(dl, parked).await
+    }
+
+    /// The open drafts that wait for a person, and `parked` (scheduled ones already listed).
+    async fn waiting_with(
+        &self,
+        dl: &Deadline,
+        mut parked: Vec<Parked>,
+    ) -> Result<Vec<Waiting>, String> {
+        let drafts = self
+            .due_drafts(dl, &OPEN, i64::MAX, Some(&mut parked))
+            .await?;
         Ok(self.with_parked(self.waiting_in(&drafts, now_s()), &parked))
     }
 
@@ -266,9 +275,7 @@ impl Pipeline {
     pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
         let now = now_s();
         let mut parked = Vec::new();
-        let drafts = self
-            .due_drafts(dl, &SWEPT, now, Some(&mut parked))
-            .await?;
+        let drafts = self.due_drafts(dl, &SWEPT, now, Some(&mut parked)).await?;
         // Pacing: when each network's next slot opens, as far as this sweep knows (read when
         // needed, forgotten after each run of that network).
         let mut slot_opens: BTreeMap<Network, i64> = BTreeMap::new();
@@ -374,7 +381,7 @@ impl Pipeline {
                 .await;
         }
         // Drafts that wait for their network's credentials are never run; told once.
-        self.tell_parked(dl, &parked, &mut report).await;
+        self.tell_parked(dl, &mut parked, &mut report).await;
         // What still waits for a person after this sweep. A sweep that changed nothing (the
         // usual one) answers from its own listing; one that ran or marked drafts lists again.
         let changed = !report.runs.is_empty()
@@ -387,7 +394,9 @@ impl Pipeline {
         if !changed {
             report.waiting = self.with_parked(self.waiting_in(&drafts, now), &parked);
         } else {
-            match self.waiting(dl).await {
+            // Listed again, with the parked scheduled drafts this sweep listed (never run).
+            parked.retain(|p| p.draft.status == DraftStatus::Scheduled);
+            match self.waiting_with(dl, parked).await {
                 Ok(waiting) => report.waiting = waiting,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not list the drafts that wait for a person")

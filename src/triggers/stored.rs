@@ -33,7 +33,9 @@ pub async fn scheduled_entries(app: &App, dl: &Deadline) -> Result<Vec<Scheduled
                 // Each target's own note (one may wait for its network's credentials).
                 if let Some(note) = d.last_error.as_ref() {
                     e.note = match e.note.take() {
-                        Some(prev) if !prev.contains(note.as_str()) => Some(format!("{prev}; {note}")),
+                        Some(prev) if !prev.contains(note.as_str()) => {
+                            Some(format!("{prev}; {note}"))
+                        }
                         Some(prev) => Some(prev),
                         None => Some(note.clone()),
                     };
