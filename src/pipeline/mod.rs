@@ -13,7 +13,8 @@
 //!    its whole budget or is not sent ([`publish`]);
 //! 5. the claim is released on every path, compare-and-delete, awaited — [`guard`];
 //! 6. posted-but-not-recorded keeps the claim, holding the URN — [`guard`], and [`repair`] for
-//!    the runs that meet it;
+//!    the runs that meet it; when the claim cannot be kept, [`record`] writes the record once
+//!    more and says what is true;
 //! 7. ambiguous create-posts are not retried blindly — the intent write in [`publish`], the
 //!    quiet period and the re-send in [`reconcile`];
 //! 8. retries are bounded and only for safe calls — [`retry`]; across runs, [`sweep`];
@@ -218,7 +219,7 @@ pub struct Lane {
     /// The budget of one call to this network.
     pub budget: Duration,
     /// The variables still to set for this network to post for real (empty when it does):
-    /// why its drafts in the real stores wait ([`parked`]).
+    /// why its drafts in the real stores wait (the `parked` phase).
     pub missing: Vec<&'static str>,
 }
 
