@@ -172,11 +172,11 @@ impl App {
                     s
                 }
             };
-            let (_, budget) = config
+            let own = config
                 .networks
                 .get(network)
-                .map(|n| n.budget())
                 .ok_or_else(|| format!("internal error: {network:?} has no configuration"))?;
+            let (_, budget) = own.budget();
             // A dry run sends nothing; its budget is checked against the function timeout only
             // once the network posts for real (see Config), so keep it inside the run.
             let budget = if dry && budget >= config.function_timeout {
@@ -194,6 +194,7 @@ impl App {
                     images: images.clone(),
                     settings: Settings::from_config(&config),
                     budget,
+                    missing: if dry { own.missing() } else { Vec::new() },
                 }),
             );
         }

@@ -389,12 +389,36 @@ impl Outcome {
     /// The report text: key, outcome in words, link, and the reason; with several targets,
     /// one block per target.
     pub fn report_text(&self) -> String {
+        self.report_cut().0
+    }
+
+    /// The networks whose whole block the report text carries: all of them, unless the text
+    /// was cut at Telegram's limit, and then only those whose block ends before the cut. Only
+    /// what the owner could read counts as told.
+    pub fn reported_in_full(&self) -> Vec<Network> {
+        let (_, whole) = self.report_cut();
+        if self.parts.is_empty() {
+            return if whole > 0 {
+                vec![self.network]
+            } else {
+                vec![]
+            };
+        }
+        self.parts.iter().take(whole).map(|p| p.network).collect()
+    }
+
+    /// The report text, and how many blocks (one per part, or the one outcome) it carries
+    /// whole.
+    fn report_cut(&self) -> (String, usize) {
+        // Where each block ends, in characters.
+        let mut ends = Vec::new();
         let mut text = if self.parts.is_empty() {
             let mut text = format!("{}: {}", self.headline(), self.key);
             if self.dry_run {
                 text.push_str(" (dry run)");
             }
             self.body_lines(&mut text, "");
+            ends.push(text.chars().count());
             text
         } else {
             let headline = match self.outcome {
@@ -410,16 +434,24 @@ impl Outcome {
                     text.push_str(" (dry run)");
                 }
                 p.body_lines(&mut text, "");
+                ends.push(text.chars().count());
             }
             text
         };
         // Telegram's limit is 4096 characters.
-        if text.chars().count() > 4000 {
-            text = text.chars().take(3990).collect::<String>() + "…";
+        if text.chars().count() > REPORT_MAX {
+            text = text.chars().take(REPORT_CUT).collect::<String>() + "…";
+            let whole = ends.iter().take_while(|end| **end <= REPORT_CUT).count();
+            return (text, whole);
         }
-        text
+        (text, ends.len())
     }
 }
+
+/// The longest report text sent whole (Telegram takes 4096 characters).
+const REPORT_MAX: usize = 4000;
+/// Where a longer report is cut (an ellipsis follows).
+const REPORT_CUT: usize = 3990;
 
 #[cfg(test)]
 mod tests {
@@ -456,6 +488,33 @@ mod tests {
             let data: Vec<String> = o.buttons().into_iter().map(|b| b.data).collect();
             assert_eq!(data, buttons, "{kind:?}");
         }
+    }
+
+    /// A report over Telegram's limit is cut at 3,990 characters; only the parts whose block
+    /// ends before the cut count as shown in full.
+    #[test]
+    fn a_cut_report_names_only_the_parts_it_shows_whole() {
+        let key = PostKey::new("blog", "x").unwrap();
+        let part = |n: Network| {
+            let mut p = Outcome::new(&key.on(n), OutcomeKind::Failed, "r".repeat(1_500));
+            p.network = n;
+            p
+        };
+        let mut o = outcome(OutcomeKind::Failed, false);
+        o.parts = vec![
+            part(Network::Linkedin),
+            part(Network::X),
+            part(Network::Telegram),
+        ];
+        let text = o.report_text();
+        assert_eq!(text.chars().count(), 3_991);
+        assert_eq!(o.reported_in_full(), vec![Network::Linkedin, Network::X]);
+        o.parts.truncate(2);
+        assert_eq!(o.reported_in_full(), vec![Network::Linkedin, Network::X]);
+        let mut one = outcome(OutcomeKind::Failed, false);
+        assert_eq!(one.reported_in_full(), vec![Network::Linkedin]);
+        one.detail = "r".repeat(4_000);
+        assert!(one.reported_in_full().is_empty());
     }
 
     #[test]

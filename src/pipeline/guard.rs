@@ -43,22 +43,33 @@ impl ClaimGuard {
         }
     }
 
-    pub(super) async fn keep(mut self, dl: &Deadline, budget: Duration, urn: &str, ttl: Duration) {
+    /// Rewrites the claim to hold `urn` (rule 6). `Err` says why it could not be kept.
+    pub(super) async fn keep(
+        mut self,
+        dl: &Deadline,
+        budget: Duration,
+        urn: &str,
+        ttl: Duration,
+    ) -> Result<(), String> {
         self.armed = false;
-        match dl
+        let kept = dl
             .finish(
                 budget,
                 self.claims.keep_posted(&self.key, &self.token, urn, ttl),
             )
-            .await
-        {
-            Ok(Ok(true)) => tracing::warn!(urn, "claim kept on purpose: it now holds the post URN"),
-            Ok(Ok(false)) => tracing::error!(urn, "could not keep the claim: another run holds it"),
-            Ok(Err(e)) => {
-                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly")
+            .await;
+        match flatten_value(kept) {
+            Ok(true) => {
+                tracing::warn!(urn, "claim kept on purpose: it now holds the post URN");
+                Ok(())
+            }
+            Ok(false) => {
+                tracing::error!(urn, "could not keep the claim: another run holds it");
+                Err("another run holds it now".into())
             }
             Err(e) => {
-                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly")
+                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly");
+                Err(e)
             }
         }
     }
@@ -123,9 +134,20 @@ pub(super) enum Stage {
     Recorded(Option<String>, OutcomeKind),
 }
 
-/// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6.
+/// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6;
+/// and the record it could not write, for one more try if the claim cannot be kept either.
 #[derive(Default)]
-pub(super) struct Progress(Mutex<Stage>);
+pub(super) struct Progress(Mutex<Stage>, Mutex<Option<Unrecorded>>);
+
+/// A post the network accepted whose record write failed: what [`Lane::record`] was given.
+pub(super) struct Unrecorded {
+    pub post: Created,
+    pub caption_hash: Option<String>,
+    pub kind: OutcomeKind,
+    pub source: String,
+    /// Why the write failed.
+    pub error: String,
+}
 
 impl Progress {
     pub(super) fn set(&self, stage: Stage) {
@@ -138,6 +160,14 @@ impl Progress {
 
     pub(super) fn stage(&self) -> Stage {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(super) fn unrecorded(&self, post: Unrecorded) {
+        *self.1.lock().unwrap_or_else(|p| p.into_inner()) = Some(post);
+    }
+
+    pub(super) fn take_unrecorded(&self) -> Option<Unrecorded> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -302,19 +332,18 @@ impl Lane {
             return outcome;
         }
         match finish {
-            Finish::Release => guard.release(dl, t.redis).await,
+            Finish::Release => {
+                guard.release(dl, t.redis).await;
+                outcome
+            }
             Finish::Keep(urn) => {
-                guard
-                    .keep(
-                        dl,
-                        t.redis,
-                        urn.as_deref().unwrap_or(""),
-                        self.settings.posted_claim_ttl,
-                    )
+                let ttl = self.settings.posted_claim_ttl;
+                let kept = guard
+                    .keep(dl, t.redis, urn.as_deref().unwrap_or(""), ttl)
                     .await;
+                self.after_keep(req, dl, outcome, kept, &progress).await
             }
         }
-        outcome
     }
 
     /// Takes the claim (set only if absent) until the claim store answers, within its budget: a
@@ -363,7 +392,7 @@ impl Lane {
                     key,
                     OutcomeKind::PostedNotRecorded,
                     format!(
-                        "{} accepted the post, then the run failed ({why}); the claim keeps its id",
+                        "{} accepted the post, then the run failed ({why})",
                         self.network.label()
                     ),
                 )

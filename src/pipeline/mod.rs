@@ -17,7 +17,8 @@
 //!    quiet period ends ([`create`]);
 //! 5. the claim is released on every path, compare-and-delete, awaited — [`guard`];
 //! 6. posted-but-not-recorded keeps the claim, holding the post id — [`guard`], and [`repair`] for
-//!    the runs that meet it;
+//!    the runs that meet it; when the claim cannot be kept, [`record`] writes the record once
+//!    more and says what is true;
 //! 7. ambiguous create-posts are not retried blindly — the intent write in [`publish`], the one
 //!    send in [`create`], the quiet period and each network's way to settle ([`Settle`]: the
 //!    identical re-send, a read-back, a replay with its key, or the owner) in [`reconcile`];
@@ -34,6 +35,7 @@ mod create;
 mod decide;
 mod failure;
 mod guard;
+mod parked;
 mod publish;
 mod reconcile;
 mod record;
@@ -49,7 +51,7 @@ pub use schedule::PACING_MARGIN;
 pub use sweep::{Delayed, SweepReport, Waiting};
 pub use targets::TextError;
 
-use guard::{Finish, Progress, Stage};
+use guard::{Finish, Progress, Stage, Unrecorded};
 use retry::{rate_limit_wait, retry_within, Gave};
 
 use std::collections::BTreeMap;
@@ -224,6 +226,9 @@ pub struct Lane {
     pub settings: Settings,
     /// The budget of one call to this network.
     pub budget: Duration,
+    /// The variables still to set for this network to post for real (empty when it does):
+    /// why its drafts in the real stores wait (the `parked` phase).
+    pub missing: Vec<&'static str>,
 }
 
 fn failed(key: &PostKey, retryable: bool, detail: impl Into<String>) -> Outcome {
@@ -320,8 +325,9 @@ impl Pipeline {
     }
 
     /// A delivered report told the owner of each target refused for good (a bad cover, revoked
-    /// credentials): marked told, so the sweeper does not tell them again. A report that was
-    /// not delivered leaves them to the sweeper, which tells them once.
+    /// credentials) whose block it carried whole: marked told, so the sweeper does not tell
+    /// them again. A report that was not delivered, or a block cut off at Telegram's limit,
+    /// leaves them to the sweeper, which tells them once.
     pub(super) async fn told_of_refusals(
         &self,
         req: &PostRequest,
@@ -333,8 +339,12 @@ impl Pipeline {
         } else {
             outcome.parts.as_slice()
         };
+        let whole = outcome.reported_in_full();
         for part in parts {
             if part.outcome != OutcomeKind::Failed || part.retryable || part.misconfigured {
+                continue;
+            }
+            if !whole.contains(&part.network) {
                 continue;
             }
             if let Some(lane) = self.lane(part.network) {

@@ -51,13 +51,28 @@ impl Lane {
             o.cid = cid.clone();
             o
         };
-        let written = dl
-            .finish(
-                self.settings.timeouts.dynamodb,
-                self.records.put_posted(&record, now, expires),
-            )
-            .await;
-        match flatten_value(written) {
+        let unrecorded = Unrecorded {
+            post: Created {
+                id: urn.clone(),
+                url: url.clone(),
+                cid: cid.clone(),
+            },
+            caption_hash: record.caption_hash.clone(),
+            kind,
+            source: source.to_owned(),
+            error: String::new(),
+        };
+        let written = match fault("record-write").await {
+            Some(why) => Err(why),
+            None => flatten_value(
+                dl.finish(
+                    self.settings.timeouts.dynamodb,
+                    self.records.put_posted(&record, now, expires),
+                )
+                .await,
+            ),
+        };
+        match written {
             Ok(PutPosted::Created) => {
                 progress.set(Stage::Recorded(urn.clone(), kind));
                 if let Some(why) = fault("after-record").await {
@@ -102,14 +117,117 @@ impl Lane {
             }
             Err(e) => {
                 tracing::error!(urn = ?urn, error = %e, "the network accepted the post but the record write failed; keeping the claim");
-                let detail = format!(
-                    "{on} accepted the post but the record could not be written ({e}). The claim is kept with its id so no run posts it again; Retry repairs the record"
-                );
+                // What happens to the claim is said once it is known ([`Self::after_keep`]).
+                let detail =
+                    format!("{on} accepted the post but the record could not be written ({e})");
+                progress.unrecorded(Unrecorded {
+                    error: e.clone(),
+                    ..unrecorded
+                });
                 (
                     with(Outcome::new(key, OutcomeKind::PostedNotRecorded, detail)),
                     Finish::Keep(urn),
                 )
             }
+        }
+    }
+
+    /// What became of the claim of a post whose record write failed (rule 6), said in the
+    /// outcome. Kept: no run posts it again, and the first run to meet the claim repairs the
+    /// record. Not kept (the claim store failed too, as when PostgreSQL holds both): the record
+    /// is written once more, since it is the one place that stops every run. If that fails as
+    /// well, nothing stored names the post and the report is what does; the attempt's intent,
+    /// written before the create, makes every later run settle it the network's way rather
+    /// than post it again.
+    pub(super) async fn after_keep(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        mut outcome: Outcome,
+        kept: Result<(), String>,
+        progress: &Progress,
+    ) -> Outcome {
+        let unkept = match kept {
+            Ok(()) => {
+                outcome.detail = format!(
+                    "{}. The claim is kept with its id so no run posts it again; Retry repairs the record",
+                    outcome.detail
+                );
+                return outcome;
+            }
+            Err(why) => why,
+        };
+        let mut tried = format!("{}; nor could the claim be kept ({unkept})", outcome.detail);
+        if let Some(u) = progress.take_unrecorded() {
+            let first = u.error.clone();
+            let (second, _) = self
+                .record(req, dl, u.post, u.caption_hash, u.kind, &u.source, progress)
+                .await;
+            if second.outcome != OutcomeKind::PostedNotRecorded {
+                // Recorded after all: the claim this run may still hold stops nothing now.
+                let t = self.settings.timeouts;
+                let _ = dl
+                    .finish(t.redis, self.claims.release(&req.key, &req.run_id))
+                    .await;
+                let mut second = second;
+                second.image = outcome.image.take();
+                second.detail = format!(
+                    "{} (the first record write failed ({first}) and the claim could not be kept ({unkept}), so the record was written again)",
+                    second.detail
+                );
+                return second;
+            }
+            if let Some(again) = progress.take_unrecorded() {
+                tried = format!(
+                    "{tried}, nor the record written on a second try ({})",
+                    again.error
+                );
+            }
+        }
+        let named = match &outcome.urn {
+            Some(id) => format!("this report does: {id}"),
+            None => format!("{} did not name it either", self.network.label()),
+        };
+        outcome.detail = format!(
+            "{tried}. Nothing stored names the post; {named}. Its attempt is on the draft (written before the post was sent), so no run posts it again blindly: {}",
+            self.settles_later()
+        );
+        outcome
+    }
+
+    /// How a later run settles an attempt of this network that did post, when nothing stored
+    /// names the post (the owner's words for [`Self::reconcile`]).
+    fn settles_later(&self) -> String {
+        let on = self.network.label();
+        let later = format!(
+            "once this run's claim ({}s) has expired and the quiet period ({}s) is over, a Retry or the sweeper",
+            self.settings.claim_ttl.as_secs(),
+            self.settings.reconcile_after.as_secs()
+        );
+        match self.settle() {
+            Settle::Resend => format!(
+                "{later} re-sends the identical request within {}s of the attempt, which {on}'s duplicate check answers with this post, and records it; past that, you are asked",
+                self.settings.reconcile_window.as_secs()
+            ),
+            Settle::ReadBack
+                if self.adapter.capabilities().idempotency == Idempotency::Container =>
+            {
+                format!("{later} reads the kept container's status on {on}, finds it published and records it; nothing is sent again")
+            }
+            Settle::ReadBack => format!(
+                "{later} finds it among the account's recent posts on {on} and records it (were it missed, {on} refuses the identical re-send as a duplicate)"
+            ),
+            Settle::Replay { window: Some(w) } => format!(
+                "{later} replays the request with its idempotency key, which {on} answers with this post, and records it (after {}s it is looked up among the account's recent posts instead)",
+                w.as_secs()
+            ),
+            Settle::Replay { window: None } => format!(
+                "{later} reads the post's record key on {on}, finds it and records it; nothing is sent again"
+            ),
+            Settle::AskOwner => format!(
+                "{on} offers no way to check, so nothing is ever sent again: a Retry asks you to press {}",
+                self.network.confirm_label()
+            ),
         }
     }
 

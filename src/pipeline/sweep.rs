@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::parked::Parked;
 use super::*;
 
 /// A draft that waits for a person, and why.
@@ -151,11 +152,14 @@ impl Pipeline {
     /// Every target's state in one of `statuses` that is due by `before`, with its lane, oldest
     /// due first, through the due index. Each store is listed once (the real targets share
     /// one, the dry-run ones another); a target's state counts only in its own lane's store.
+    /// The real drafts of a network whose lane is a dry run (its credentials were removed) go
+    /// to `parked`, when given: listed, never run.
     async fn due_drafts(
         &self,
         dl: &Deadline,
         statuses: &[DraftStatus],
         before: i64,
+        mut parked: Option<&mut Vec<Parked>>,
     ) -> Result<Vec<(Arc<Lane>, Draft)>, String> {
         let t = self.settings.timeouts;
         let mut stores: Vec<Arc<dyn RecordStore>> = Vec::new();
@@ -182,6 +186,12 @@ impl Pipeline {
                     Some(lane) if Arc::ptr_eq(&lane.records, &store) => {
                         open.push((lane.clone(), draft));
                     }
+                    Some(lane) if lane.unconfigured().is_some() => {
+                        if let Some(parked) = parked.as_deref_mut() {
+                            let (lane, store) = (lane.clone(), store.clone());
+                            parked.push(Parked { lane, draft, store });
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -195,19 +205,53 @@ impl Pipeline {
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
-        let drafts = self.due_drafts(dl, &OPEN, i64::MAX).await?;
-        Ok(self.waiting_in(&drafts, now_s()))
+        // A scheduled draft whose time has come waits for its network's credentials too.
+        let mut parked = Vec::new();
+        if self.any_unconfigured() {
+            let scheduled = [DraftStatus::Scheduled];
+            self.due_drafts(dl, &scheduled, now_s(), Some(&mut parked))
+                .await?;
+        }
+        self.waiting_with(dl, parked).await
     }
 
-    /// Every scheduled target (`postonce schedule list`), soonest first.
+    /// The open drafts that wait for a person, and `parked` (scheduled ones already listed).
+    async fn waiting_with(
+        &self,
+        dl: &Deadline,
+        mut parked: Vec<Parked>,
+    ) -> Result<Vec<Waiting>, String> {
+        let drafts = self
+            .due_drafts(dl, &OPEN, i64::MAX, Some(&mut parked))
+            .await?;
+        Ok(self.with_parked(self.waiting_in(&drafts, now_s()), &parked))
+    }
+
+    /// `waiting` and the parked drafts, oldest first.
+    fn with_parked(&self, mut waiting: Vec<Waiting>, parked: &[Parked]) -> Vec<Waiting> {
+        waiting.extend(Self::parked_waiting(parked));
+        waiting.sort_by_key(|w| (w.since, w.key.clone()));
+        waiting
+    }
+
+    /// Every scheduled target (`postonce schedule list`), soonest first. A target whose
+    /// network has no credentials now says so in its `last_error` (the list's note).
     ///
     /// # Errors
     /// When the drafts cannot be listed.
     pub async fn scheduled(&self, dl: &Deadline) -> Result<Vec<Draft>, String> {
+        let mut parked = Vec::new();
+        let scheduled = [DraftStatus::Scheduled];
         let drafts = self
-            .due_drafts(dl, &[DraftStatus::Scheduled], i64::MAX)
+            .due_drafts(dl, &scheduled, i64::MAX, Some(&mut parked))
             .await?;
-        Ok(drafts.into_iter().map(|(_, d)| d).collect())
+        let waits = parked.into_iter().map(|p| Draft {
+            last_error: p.lane.unconfigured(),
+            ..p.draft
+        });
+        let mut all: Vec<Draft> = drafts.into_iter().map(|(_, d)| d).chain(waits).collect();
+        all.sort_by(|a, b| (a.due_at, &a.key).cmp(&(b.due_at, &b.key)));
+        Ok(all)
     }
 
     /// The drafts among `drafts` that wait for a person at `now`, oldest first.
@@ -230,7 +274,8 @@ impl Pipeline {
     /// When the drafts cannot be listed.
     pub async fn sweep(&self, dl: &Deadline) -> Result<SweepReport, String> {
         let now = now_s();
-        let drafts = self.due_drafts(dl, &SWEPT, now).await?;
+        let mut parked = Vec::new();
+        let drafts = self.due_drafts(dl, &SWEPT, now, Some(&mut parked)).await?;
         // Pacing: when each network's next slot opens, as far as this sweep knows (read when
         // needed, forgotten after each run of that network).
         let mut slot_opens: BTreeMap<Network, i64> = BTreeMap::new();
@@ -335,6 +380,8 @@ impl Pipeline {
             self.tell_delayed(&lane, &key, &draft, &delayed, dl, &mut report)
                 .await;
         }
+        // Drafts that wait for their network's credentials are never run; told once.
+        self.tell_parked(dl, &mut parked, &mut report).await;
         // What still waits for a person after this sweep. A sweep that changed nothing (the
         // usual one) answers from its own listing; one that ran or marked drafts lists again.
         let changed = !report.runs.is_empty()
@@ -345,9 +392,11 @@ impl Pipeline {
             .filter(|(_, d)| d.status != DraftStatus::Scheduled)
             .collect();
         if !changed {
-            report.waiting = self.waiting_in(&drafts, now);
+            report.waiting = self.with_parked(self.waiting_in(&drafts, now), &parked);
         } else {
-            match self.waiting(dl).await {
+            // Listed again, with the parked scheduled drafts this sweep listed (never run).
+            parked.retain(|p| p.draft.status == DraftStatus::Scheduled);
+            match self.waiting_with(dl, parked).await {
                 Ok(waiting) => report.waiting = waiting,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not list the drafts that wait for a person")

@@ -30,6 +30,16 @@ pub async fn scheduled_entries(app: &App, dl: &Deadline) -> Result<Vec<Scheduled
             Some(e) => {
                 e.at = e.at.min(at);
                 e.targets.push(key.network().as_str().to_owned());
+                // Each target's own note (one may wait for its network's credentials).
+                if let Some(note) = d.last_error.as_ref() {
+                    e.note = match e.note.take() {
+                        Some(prev) if !prev.contains(note.as_str()) => {
+                            Some(format!("{prev}; {note}"))
+                        }
+                        Some(prev) => Some(prev),
+                        None => Some(note.clone()),
+                    };
+                }
             }
             None => entries.push(ScheduledEntry {
                 key: key.draft(),
