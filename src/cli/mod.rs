@@ -16,6 +16,7 @@ use crate::pipeline::{new_run_id, Action, PostRequest, Source};
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
+mod auth;
 mod output;
 mod preview;
 use output::{print_outcome, print_waiting, schedule_list, status, status_all};
@@ -134,6 +135,9 @@ enum Command {
         #[command(subcommand)]
         action: TableAction,
     },
+    /// Sign in to a network and store its credential (`auth linkedin`), or show every
+    /// credential's source, account and expiry (`auth status`).
+    Auth(auth::AuthArgs),
     /// PostgreSQL schema management (DATABASE_URL).
     Db {
         #[command(subcommand)]
@@ -266,6 +270,9 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     } = &cli.command
     {
         return db_migrate(&config).await;
+    }
+    if let Command::Auth(args) = cli.command {
+        return auth::run(&config, args).await;
     }
     if matches!(cli.command, Command::Serve { .. }) {
         // `serve` answers many requests at once: a larger pool than a CLI run's few.
@@ -408,6 +415,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             }
         },
         Command::Db { .. } => db_migrate(&app.config).await,
+        Command::Auth(_) => EXIT_BAD_INPUT,
         Command::Table {
             action: TableAction::Create,
         } => {

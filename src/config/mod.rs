@@ -183,11 +183,22 @@ impl Config {
     /// The first variable that is missing or malformed, or a parameter that cannot be read.
     pub async fn from_env_and_parameters() -> Result<Self, ConfigError> {
         let resolved = crate::secrets::resolve(|name| std::env::var(name).ok()).await?;
-        Self::from_lookup(|name| {
+        let lookup = |name: &str| {
             resolved
                 .get(name)
                 .cloned()
                 .or_else(|| std::env::var(name).ok())
+        };
+        let config = Self::from_lookup(lookup)?;
+        // Then the stored credentials, where no plain variable or `_PARAM` gives one.
+        let stored = crate::credentials::at_start(&config, Vars::new(&lookup)).await;
+        if stored.is_empty() {
+            return Ok(config);
+        }
+        Self::from_lookup(|name| {
+            Vars::new(&lookup)
+                .get(name)
+                .or_else(|| stored.get(name).cloned())
         })
     }
 

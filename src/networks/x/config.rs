@@ -24,6 +24,7 @@ pub const DEFINITION: Definition = Definition {
     ],
     url_of: None,
     load,
+    auth: None,
 };
 
 /// The X credential variables, in the order [`Credentials`] holds them.

@@ -1,0 +1,268 @@
+//! Fakes of LinkedIn's and Threads' OAuth and token endpoints, speaking API-NOTES.md
+//! "Credentials" (one server serves both: the tests point `LINKEDIN_OAUTH_URL`,
+//! `LINKEDIN_API_URL`, `THREADS_OAUTH_URL` and `THREADS_API_URL` at it while `auth` runs):
+//!
+//! - LinkedIn: `GET /authorization` (approves: 302 to `redirect_uri?code&state`; refuses: 302
+//!   with `error=user_cancelled_authorize`), `POST /accessToken` (form `grant_type`, `code`,
+//!   `redirect_uri`, `client_id`, `client_secret`; a code is single use: a second use answers
+//!   `400 invalid_grant`), `GET /v2/userinfo` (Bearer), `GET /rest/organizationAcls`.
+//! - Threads: `GET /oauth/authorize` (the redirect gets Meta's `#_`), `POST /oauth/access_token`
+//!   (short-lived token and a numeric `user_id`), `GET /access_token?grant_type=th_exchange_token`
+//!   (the long-lived token), `GET /v1.0/me`, `GET /refresh_access_token?grant_type=th_refresh_token`.
+//!
+//! The app secrets and issued tokens carry `SECRET<n>` marks so that the suite's log check
+//! finds any that leak.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub const LINKEDIN_CLIENT_ID: &str = "86li7client";
+pub const LINKEDIN_CLIENT_SECRET: &str = "WPL_AP1.app-SECRET2-linkedin";
+pub const LINKEDIN_TOKEN: &str = "AQV-linkedin-SECRET3-issued-by-auth";
+pub const LINKEDIN_SUB: &str = "782bbtaQ";
+pub const THREADS_APP_ID: &str = "1234567890123456";
+pub const THREADS_APP_SECRET: &str = "threads-app-SECRET4-abcdef";
+pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
+
+#[derive(Default)]
+struct State {
+    refuse: bool,
+    /// code → (redirect_uri, client_id); removed when used.
+    codes: HashMap<String, (String, String)>,
+    used: Vec<String>,
+    seq: u64,
+    token_calls: u64,
+    refresh_calls: u64,
+    /// The Threads long-lived token the exchange issues and `/me` accepts.
+    threads_token: String,
+}
+
+#[derive(Clone)]
+struct Api(Arc<Mutex<State>>);
+
+fn query(req: &Request) -> HashMap<String, String> {
+    req.url.query_pairs().into_owned().collect()
+}
+
+fn form(req: &Request) -> HashMap<String, String> {
+    url::form_urlencoded::parse(&req.body)
+        .into_owned()
+        .collect()
+}
+
+fn redirect(to: String) -> ResponseTemplate {
+    ResponseTemplate::new(302).insert_header("Location", to.as_str())
+}
+
+fn oauth_error(error: &str, description: &str) -> ResponseTemplate {
+    ResponseTemplate::new(400)
+        .set_body_json(json!({"error": error, "error_description": description}))
+}
+
+impl Api {
+    fn authorize(&self, req: &Request, meta: bool) -> ResponseTemplate {
+        let q = query(req);
+        let (Some(uri), Some(client)) = (q.get("redirect_uri"), q.get("client_id")) else {
+            return oauth_error("invalid_request", "redirect_uri and client_id are required");
+        };
+        let state = q.get("state").cloned().unwrap_or_default();
+        let tail = if meta { "#_" } else { "" };
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if s.refuse {
+            return redirect(format!(
+                "{uri}?error=user_cancelled_authorize&error_description=The+user+cancelled&state={state}{tail}"
+            ));
+        }
+        s.seq += 1;
+        let code = format!("AQT-code-{}", s.seq);
+        s.codes.insert(code.clone(), (uri.clone(), client.clone()));
+        redirect(format!("{uri}?code={code}&state={state}{tail}"))
+    }
+
+    /// Checks and spends a code.
+    fn spend(
+        &self,
+        f: &HashMap<String, String>,
+        id: &str,
+        secret: &str,
+    ) -> Result<(), ResponseTemplate> {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        s.token_calls += 1;
+        if f.get("client_id").map(String::as_str) != Some(id)
+            || f.get("client_secret").map(String::as_str) != Some(secret)
+        {
+            return Err(ResponseTemplate::new(401).set_body_json(
+                json!({"error":"invalid_client","error_description":"Client authentication failed"}),
+            ));
+        }
+        let code = f.get("code").cloned().unwrap_or_default();
+        match s.codes.remove(&code) {
+            Some((uri, _)) if Some(&uri) == f.get("redirect_uri") => {
+                s.used.push(code);
+                Ok(())
+            }
+            Some(_) => Err(oauth_error("invalid_redirect_uri", "Unable to retrieve access token: appid/redirect uri/code verifier does not match authorization code")),
+            None => Err(oauth_error("invalid_grant", "The provided authorization grant is invalid, expired or revoked")),
+        }
+    }
+
+    fn linkedin(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        let bearer = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            == Some(format!("Bearer {LINKEDIN_TOKEN}").as_str());
+        let unauthorized = || {
+            ResponseTemplate::new(401).set_body_json(
+                json!({"serviceErrorCode":65600,"message":"Invalid access token","status":401}),
+            )
+        };
+        Some(match (req.method.as_str(), path) {
+            ("GET", "/authorization") => self.authorize(req, false),
+            ("POST", "/accessToken") => {
+                let f = form(req);
+                if f.get("grant_type").map(String::as_str) != Some("authorization_code") {
+                    return Some(oauth_error("unsupported_grant_type", "refresh tokens are for partners"));
+                }
+                match self.spend(&f, LINKEDIN_CLIENT_ID, LINKEDIN_CLIENT_SECRET) {
+                    Err(r) => r,
+                    Ok(()) => ResponseTemplate::new(200).set_body_json(json!({
+                        "access_token": LINKEDIN_TOKEN, "expires_in": 5_184_000,
+                        "scope": "email,openid,profile,w_member_social", "token_type": "Bearer",
+                        "id_token": "eyJ.fake.idtoken"
+                    })),
+                }
+            }
+            ("GET", "/v2/userinfo") if bearer => ResponseTemplate::new(200).set_body_json(json!({
+                "sub": LINKEDIN_SUB, "name": "Ada Lovelace", "given_name": "Ada",
+                "family_name": "Lovelace", "email_verified": true
+            })),
+            ("GET", "/rest/organizationAcls") if bearer => ResponseTemplate::new(200).set_body_json(json!({
+                "paging": {"start": 0, "count": 10},
+                "elements": [{"roleAssignee": format!("urn:li:person:{LINKEDIN_SUB}"), "role": "ADMINISTRATOR",
+                              "state": "APPROVED", "organization": "urn:li:organization:123"}]
+            })),
+            ("GET", "/v2/userinfo" | "/rest/organizationAcls") => unauthorized(),
+            _ => return None,
+        })
+    }
+
+    fn threads(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        let q = query(req);
+        let token = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .threads_token
+            .clone();
+        let graph_error = || {
+            ResponseTemplate::new(400).set_body_json(json!({"error":{"message":"Error validating access token: Session has expired","type":"OAuthException","code":190,"error_subcode":463,"fbtrace_id":"Afake"}}))
+        };
+        Some(match (req.method.as_str(), path) {
+            ("GET", "/oauth/authorize") => self.authorize(req, true),
+            ("POST", "/oauth/access_token") => match self.spend(
+                &form(req),
+                THREADS_APP_ID,
+                THREADS_APP_SECRET,
+            ) {
+                Err(r) => r,
+                Ok(()) => ResponseTemplate::new(200).set_body_json(
+                    json!({"access_token": THREADS_SHORT, "user_id": 25_876_043_578_412_345_u64}),
+                ),
+            },
+            ("GET", "/access_token")
+                if q.get("grant_type").map(String::as_str) == Some("th_exchange_token")
+                    && q.get("client_secret").map(String::as_str) == Some(THREADS_APP_SECRET)
+                    && q.get("access_token").map(String::as_str) == Some(THREADS_SHORT) =>
+            {
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"access_token": token, "token_type": "bearer", "expires_in": 5_183_944}),
+                )
+            }
+            ("GET", "/v1.0/me") if q.get("access_token") == Some(&token) => {
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"id": super::threads::USER_ID, "username": super::threads::USERNAME}),
+                )
+            }
+            ("GET", "/refresh_access_token")
+                if q.get("grant_type").map(String::as_str) == Some("th_refresh_token")
+                    && q.get("access_token") == Some(&token) =>
+            {
+                let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                s.refresh_calls += 1;
+                let new = format!("THAA-refreshed-SECRET6-{}", s.refresh_calls);
+                s.threads_token = new.clone();
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"access_token": new, "token_type": "bearer", "expires_in": 5_183_944}),
+                )
+            }
+            ("GET", "/access_token" | "/v1.0/me" | "/refresh_access_token") => graph_error(),
+            _ => return None,
+        })
+    }
+}
+
+impl Respond for Api {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let path = req.url.path().to_owned();
+        self.linkedin(req, &path)
+            .or_else(|| self.threads(req, &path))
+            .unwrap_or_else(|| ResponseTemplate::new(404))
+    }
+}
+
+/// The OAuth fake.
+pub struct OAuthFake {
+    server: MockServer,
+    state: Arc<Mutex<State>>,
+}
+
+impl OAuthFake {
+    pub async fn start() -> Self {
+        let server = MockServer::start().await;
+        let state = Arc::new(Mutex::new(State {
+            threads_token: super::threads::TOKEN.to_owned(),
+            ..State::default()
+        }));
+        Mock::given(any())
+            .respond_with(Api(state.clone()))
+            .mount(&server)
+            .await;
+        Self { server, state }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    /// The person refuses consent from now on.
+    pub fn set_refuse(&self, on: bool) {
+        self.with(|s| s.refuse = on);
+    }
+
+    /// Codes exchanged so far.
+    pub fn used_codes(&self) -> Vec<String> {
+        self.with(|s| s.used.clone())
+    }
+
+    pub fn token_calls(&self) -> u64 {
+        self.with(|s| s.token_calls)
+    }
+
+    pub fn refresh_calls(&self) -> u64 {
+        self.with(|s| s.refresh_calls)
+    }
+
+    /// The Threads token now valid at the fake.
+    pub fn threads_token(&self) -> String {
+        self.with(|s| s.threads_token.clone())
+    }
+}
