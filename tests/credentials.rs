@@ -195,7 +195,12 @@ async fn linkedin_auth_through_the_listener_then_a_real_post_with_the_stored_tok
 
     let status = status_of(dir.path(), &[]);
     assert!(
-        status.contains("linkedin: stored (postonce auth linkedin), account urn:li:person:782bbtaQ (Ada Lovelace), expires in 59 days, postonce cannot refresh it"),
+        status.contains("linkedin: stored (postonce auth linkedin), account urn:li:person:782bbtaQ (Ada Lovelace), expires in"),
+        "{status}"
+    );
+    assert!(
+        status
+            .contains("postonce cannot refresh it: run `postonce auth linkedin` before it expires"),
         "{status}"
     );
     // The secret file is the owner's only.
@@ -428,4 +433,121 @@ async fn a_plain_variable_wins_and_auth_refuses_to_store_under_it() {
         "{status}"
     );
     assert!(!status.contains("SECRET7"), "{status}");
+}
+
+/// `auth threads --paste` into `dir`, then the stored token made `age_s` old with `left_s` to
+/// go (as if it had been obtained then).
+async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_s: i64) {
+    let mut auth = Running::start(postonce(
+        dir,
+        &threads_app(fake),
+        &["auth", "threads", "--paste"],
+    ));
+    let location = authorize(&auth.url()).await;
+    auth.paste(&location);
+    let (code, out, err) = auth.finish();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let file = dir.join("secrets").join("secret-credentials");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    v["networks"]["threads"]["obtained_at"] = (now - age_s).into();
+    v["networks"]["threads"]["expires_at"] = (now + left_s).into();
+    std::fs::write(&file, v.to_string()).expect("aged");
+}
+
+/// Processes that each read the Threads account once (doctor's check), with the stored token.
+fn doctors(fake: &OAuthFake, dir: &Path, n: usize) -> Vec<Output> {
+    let vars = [
+        ("THREADS_API_URL", fake.uri()),
+        ("POSTONCE_TARGETS", "threads".to_owned()),
+    ];
+    let children: Vec<Child> = (0..n)
+        .map(|_| {
+            postonce(dir, &vars, &["doctor"])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("doctor starts")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("doctor ends"))
+        .collect()
+}
+
+#[tokio::test]
+async fn four_processes_racing_to_refresh_one_threads_token_refresh_it_once_and_all_use_the_new_one(
+) {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    // Two days old, ten days left: due (at least a day old, fewer than 30 days left).
+    threads_stored_and_aged(&fake, dir.path(), 2 * 86_400, 10 * 86_400).await;
+    let outs = doctors(&fake, dir.path(), 4);
+    assert_eq!(fake.refresh_calls(), 1, "one refresh for four processes");
+    let latest = fake.threads_token();
+    assert_ne!(latest, threads::TOKEN);
+    let used = fake.limit_tokens();
+    assert_eq!(used.len(), 4, "each process read the account once");
+    assert!(
+        used.iter().all(|t| *t == latest),
+        "every process used the new token"
+    );
+    for out in &outs {
+        no_secret("doctor", &String::from_utf8_lossy(&out.stdout));
+        no_secret("doctor (stderr)", &String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(&latest));
+    }
+    let status = status_of(dir.path(), &[]);
+    assert!(status.contains("threads: stored"), "{status}");
+    assert!(
+        status.contains("expires in 59 days"),
+        "the refreshed expiry: {status}"
+    );
+    // Not due any more: the next processes refresh nothing.
+    doctors(&fake, dir.path(), 2);
+    assert_eq!(fake.refresh_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_refresh_answer_is_refreshed_again_safely_by_the_next_process() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    threads_stored_and_aged(&fake, dir.path(), 2 * 86_400, 10 * 86_400).await;
+    fake.lose_next_refresh();
+    doctors(&fake, dir.path(), 1);
+    assert_eq!(fake.refresh_calls(), 1);
+    assert_eq!(
+        fake.limit_tokens(),
+        vec![threads::TOKEN.to_owned()],
+        "the old token still served"
+    );
+    // What the store holds: the old token, the failure, no lease left behind.
+    let file = dir.path().join("secrets").join("secret-credentials");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    assert_eq!(
+        v["networks"]["threads"]["secrets"]["THREADS_ACCESS_TOKEN"],
+        threads::TOKEN
+    );
+    let state = &v["state"]["threads"];
+    assert!(
+        state["refresh_failed"]
+            .as_str()
+            .is_some_and(|s| s.contains("HTTP 500")),
+        "{state}"
+    );
+    assert!(state["refreshing_until"].is_null(), "{state}");
+    doctors(&fake, dir.path(), 1);
+    assert_eq!(fake.refresh_calls(), 2, "refreshed again");
+    assert_eq!(fake.limit_tokens().last(), Some(&fake.threads_token()));
+    let status = status_of(dir.path(), &[("THREADS_API_URL", fake.uri())]);
+    assert!(
+        status.contains("expires in 59 days") && !status.contains("failed"),
+        "{status}"
+    );
+    assert_eq!(fake.refresh_calls(), 2, "nothing left to refresh");
 }

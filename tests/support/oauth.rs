@@ -37,8 +37,14 @@ struct State {
     seq: u64,
     token_calls: u64,
     refresh_calls: u64,
-    /// The Threads long-lived token the exchange issues and `/me` accepts.
+    /// The Threads long-lived token the exchange issues (the latest refresh's).
     threads_token: String,
+    /// Every Threads token issued and not expired (a refresh does not end the old one).
+    threads_valid: Vec<String>,
+    /// The next refresh is done but its answer is lost (a 500).
+    lose_next_refresh: bool,
+    /// The tokens the publishing-limit reads (doctor's check) came with.
+    limit_tokens: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -153,12 +159,12 @@ impl Api {
 
     fn threads(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
         let q = query(req);
-        let token = self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .threads_token
-            .clone();
+        let (token, valid) = {
+            let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            (s.threads_token.clone(), s.threads_valid.clone())
+        };
+        let given = q.get("access_token").cloned().unwrap_or_default();
+        let known = valid.contains(&given);
         let graph_error = || {
             ResponseTemplate::new(400).set_body_json(json!({"error":{"message":"Error validating access token: Session has expired","type":"OAuthException","code":190,"error_subcode":463,"fbtrace_id":"Afake"}}))
         };
@@ -183,24 +189,34 @@ impl Api {
                     json!({"access_token": token, "token_type": "bearer", "expires_in": 5_183_944}),
                 )
             }
-            ("GET", "/v1.0/me") if q.get("access_token") == Some(&token) => {
-                ResponseTemplate::new(200).set_body_json(
-                    json!({"id": super::threads::USER_ID, "username": super::threads::USERNAME}),
-                )
+            ("GET", p) if p.ends_with("/threads_publishing_limit") && known => {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .limit_tokens
+                    .push(given);
+                ResponseTemplate::new(200).set_body_json(json!({"data":[{"quota_usage":0,"config":{"quota_total":250,"quota_duration":86400}}]}))
             }
+            ("GET", "/v1.0/me") if known => ResponseTemplate::new(200).set_body_json(
+                json!({"id": super::threads::USER_ID, "username": super::threads::USERNAME}),
+            ),
             ("GET", "/refresh_access_token")
-                if q.get("grant_type").map(String::as_str) == Some("th_refresh_token")
-                    && q.get("access_token") == Some(&token) =>
+                if q.get("grant_type").map(String::as_str) == Some("th_refresh_token") && known =>
             {
                 let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
                 s.refresh_calls += 1;
                 let new = format!("THAA-refreshed-SECRET6-{}", s.refresh_calls);
                 s.threads_token = new.clone();
+                s.threads_valid.push(new.clone());
+                if std::mem::take(&mut s.lose_next_refresh) {
+                    return Some(ResponseTemplate::new(500).set_body_json(json!({"error":{"message":"An unknown error has occurred.","type":"OAuthException","code":1,"fbtrace_id":"Afake"}})));
+                }
                 ResponseTemplate::new(200).set_body_json(
                     json!({"access_token": new, "token_type": "bearer", "expires_in": 5_183_944}),
                 )
             }
             ("GET", "/access_token" | "/v1.0/me" | "/refresh_access_token") => graph_error(),
+            ("GET", p) if p.ends_with("/threads_publishing_limit") => graph_error(),
             _ => return None,
         })
     }
@@ -226,6 +242,7 @@ impl OAuthFake {
         let server = MockServer::start().await;
         let state = Arc::new(Mutex::new(State {
             threads_token: super::threads::TOKEN.to_owned(),
+            threads_valid: vec![super::threads::TOKEN.to_owned()],
             ..State::default()
         }));
         Mock::given(any())
@@ -261,7 +278,17 @@ impl OAuthFake {
         self.with(|s| s.refresh_calls)
     }
 
-    /// The Threads token now valid at the fake.
+    /// The next refresh is made but its answer is lost.
+    pub fn lose_next_refresh(&self) {
+        self.with(|s| s.lose_next_refresh = true);
+    }
+
+    /// The tokens doctor's publishing-limit reads came with, in order.
+    pub fn limit_tokens(&self) -> Vec<String> {
+        self.with(|s| s.limit_tokens.clone())
+    }
+
+    /// The Threads token the fake issued last.
     pub fn threads_token(&self) -> String {
         self.with(|s| s.threads_token.clone())
     }
