@@ -12,6 +12,7 @@
 pub mod flow;
 pub mod oauth;
 pub mod status;
+pub mod tell;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -93,6 +94,9 @@ pub struct CredentialState {
     /// Why the last refresh failed.
     #[serde(default)]
     pub refresh_failed: Option<String>,
+    /// The last step of the expiry the owner was told of (days left: 14, 3; 0: expired).
+    #[serde(default)]
+    pub told_step: Option<u8>,
 }
 
 impl Stored {
@@ -261,7 +265,21 @@ pub async fn at_start(config: &crate::config::Config, vars: Vars<'_>) -> HashMap
             return HashMap::new();
         }
     };
-    variables(vars, &stored)
+    let found = variables(vars, &stored);
+    if !found.is_empty() {
+        IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    found
+}
+
+/// Set once a start took some network's credential from the store: only then does the
+/// sweeper read the stored credentials to tell of a coming expiry (a process using none pays
+/// no request for it).
+static IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process took a credential from the store at its start.
+pub fn in_use() -> bool {
+    IN_USE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `in 23 days`, `in 5 hours`, `expired 2 days ago`: how long until `at` (Unix seconds).

@@ -71,7 +71,7 @@ fn row(network: Network, vars: Vars<'_>, stored: &Stored, now: i64) -> Row {
             let cred = stored
                 .get(network)
                 .cloned()
-                .unwrap_or_else(|| unreachable_cred());
+                .unwrap_or_else(unreachable_cred);
             let can = flow.is_some_and(|f| f.can_refresh(&cred));
             let failed = stored
                 .state

@@ -89,19 +89,19 @@ impl Api {
         redirect(format!("{uri}?code={code}&state={state}{tail}"))
     }
 
-    /// Checks and spends a code.
+    /// Checks and spends a code: `None` when it may be exchanged, else the refusal.
     fn spend(
         &self,
         f: &HashMap<String, String>,
         id: &str,
         secret: &str,
-    ) -> Result<(), ResponseTemplate> {
+    ) -> Option<ResponseTemplate> {
         let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
         s.token_calls += 1;
         if f.get("client_id").map(String::as_str) != Some(id)
             || f.get("client_secret").map(String::as_str) != Some(secret)
         {
-            return Err(ResponseTemplate::new(401).set_body_json(
+            return Some(ResponseTemplate::new(401).set_body_json(
                 json!({"error":"invalid_client","error_description":"Client authentication failed"}),
             ));
         }
@@ -109,10 +109,10 @@ impl Api {
         match s.codes.remove(&code) {
             Some((uri, _)) if Some(&uri) == f.get("redirect_uri") => {
                 s.used.push(code);
-                Ok(())
+                None
             }
-            Some(_) => Err(oauth_error("invalid_redirect_uri", "Unable to retrieve access token: appid/redirect uri/code verifier does not match authorization code")),
-            None => Err(oauth_error("invalid_grant", "The provided authorization grant is invalid, expired or revoked")),
+            Some(_) => Some(oauth_error("invalid_redirect_uri", "Unable to retrieve access token: appid/redirect uri/code verifier does not match authorization code")),
+            None => Some(oauth_error("invalid_grant", "The provided authorization grant is invalid, expired or revoked")),
         }
     }
 
@@ -135,8 +135,8 @@ impl Api {
                     return Some(oauth_error("unsupported_grant_type", "refresh tokens are for partners"));
                 }
                 match self.spend(&f, LINKEDIN_CLIENT_ID, LINKEDIN_CLIENT_SECRET) {
-                    Err(r) => r,
-                    Ok(()) => ResponseTemplate::new(200).set_body_json(json!({
+                    Some(r) => r,
+                    None => ResponseTemplate::new(200).set_body_json(json!({
                         "access_token": LINKEDIN_TOKEN, "expires_in": 5_184_000,
                         "scope": "email,openid,profile,w_member_social", "token_type": "Bearer",
                         "id_token": "eyJ.fake.idtoken"
@@ -175,8 +175,8 @@ impl Api {
                 THREADS_APP_ID,
                 THREADS_APP_SECRET,
             ) {
-                Err(r) => r,
-                Ok(()) => ResponseTemplate::new(200).set_body_json(
+                Some(r) => r,
+                None => ResponseTemplate::new(200).set_body_json(
                     json!({"access_token": THREADS_SHORT, "user_id": 25_876_043_578_412_345_u64}),
                 ),
             },
