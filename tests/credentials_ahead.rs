@@ -125,6 +125,23 @@ async fn a_linkedin_token_postonce_cannot_refresh_is_told_once_at_14_days_at_3_d
         told[0]
     );
 
+    // `status --all` lists it beside the drafts.
+    let listed = Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("POSTONCE_DATA_DIR", dir.path())
+        .env("LINKEDIN_API_URL", li.uri())
+        .args(["status", "--all"])
+        .output()
+        .expect("status runs");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("1 credentials to renew:")
+            && listed.contains("run `postonce auth linkedin` to renew it"),
+        "{listed}"
+    );
+    assert!(!listed.contains("SECRET"), "{listed}");
+
     set_left(dir.path(), 2 * DAY + DAY / 2);
     sweeps(dir.path(), &tg, &li, 3, 4);
     let told = messages(&tg);

@@ -167,3 +167,26 @@ async fn show(config: &Config, json: bool) -> i32 {
         0
     }
 }
+
+/// `status --all`'s credential lines: every stored credential in use that the owner must renew
+/// soon or now (as the sweeper tells it). Reads the store only when this process took some
+/// credential from it.
+pub(super) async fn print_lapsing(config: &Config) {
+    if !credentials::in_use() {
+        return;
+    }
+    let Ok(records) = crate::app::record_store(config).await else {
+        return;
+    };
+    let Ok(stored) = credentials::load(&*records).await else {
+        return;
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let lapsing = credentials::tell::lapsing(Vars::new(&env), &stored, crate::record::now_s());
+    if !lapsing.is_empty() {
+        println!("{} credentials to renew:", lapsing.len());
+        for l in &lapsing {
+            println!("  {}", l.message);
+        }
+    }
+}

@@ -337,7 +337,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
         Command::Status {
             all: true, json, ..
-        } => status_all(&app, dl, json).await,
+        } => {
+            let code = status_all(&app, dl, json).await;
+            if !json {
+                auth::print_lapsing(&app.config).await;
+            }
+            code
+        }
         Command::Status { json, .. } => {
             let Some(key) = status_key else {
                 return EXIT_BAD_INPUT;
