@@ -120,3 +120,70 @@ async fn bluesky_auth_checks_the_app_password_stores_it_and_a_real_post_uses_it(
         "posted with the stored app password: {o}"
     );
 }
+
+#[tokio::test]
+async fn telegram_auth_checks_the_bot_token_finds_the_owner_and_prints_the_variables() {
+    let token = "123456789:AAtelegram-SECRET8-bot";
+    let tg = support::telegram::TelegramFake::start(token).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let api = [("TELEGRAM_API_URL", tg.uri())];
+
+    let bad = postonce(
+        dir.path(),
+        &api,
+        &["auth", "telegram"],
+        "123456789:wrong-SECRET9\n\n",
+    );
+    let (o, e) = texts(&bad);
+    assert_eq!(bad.status.code(), Some(2), "{o}\n{e}");
+    assert!(e.contains("getMe") && e.contains("401"), "{e}");
+
+    // No /start yet: said so.
+    let none = postonce(
+        dir.path(),
+        &api,
+        &["auth", "telegram"],
+        &format!("{token}\n\n"),
+    );
+    let (_, e) = texts(&none);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        e.contains("no /start from a private chat has reached @postonce_test_bot"),
+        "{e}"
+    );
+
+    tg.set_updates(vec![serde_json::json!({"update_id": 7, "message": {
+        "message_id": 1, "from": {"id": 111, "is_bot": false, "first_name": "Ada"},
+        "chat": {"id": 111, "type": "private", "first_name": "Ada"}, "date": 1_700_000_000, "text": "/start"}})]);
+    let out = postonce(
+        dir.path(),
+        &api,
+        &["auth", "telegram"],
+        &format!("{token}\n\n"),
+    );
+    let (o, e) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    assert!(
+        o.contains("TELEGRAM_CHAT_ID=111") && o.contains("TELEGRAM_ALLOWED_USERS=111"),
+        "{o}"
+    );
+    assert!(
+        !o.contains(token) && !e.contains(token),
+        "the token is never printed"
+    );
+
+    // A webhook set: what to do.
+    tg.set_webhook_url("https://example.com/telegram");
+    let hooked = postonce(
+        dir.path(),
+        &api,
+        &["auth", "telegram"],
+        &format!("{token}\n\n"),
+    );
+    let (_, e) = texts(&hooked);
+    assert_eq!(hooked.status.code(), Some(2));
+    assert!(
+        e.contains("a webhook is set") && e.contains("deleteWebhook"),
+        "{e}"
+    );
+}

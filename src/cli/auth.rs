@@ -98,7 +98,8 @@ pub(super) async fn run(config: &Config, args: AuthArgs) -> i32 {
         network,
     };
     let cred = match flow.obtain(&mut cx).await {
-        Ok(c) => c,
+        Ok(Some(c)) => c,
+        Ok(None) => return 0,
         Err(e) => return bad_input(format!("auth {}: {e}", network.as_str())),
     };
     let name = network.as_str().to_owned();

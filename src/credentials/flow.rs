@@ -142,11 +142,12 @@ pub trait AuthFlow: Sync {
         &[]
     }
 
-    /// Obtains a credential: asks, authorizes, checks it with one harmless read.
+    /// Obtains a credential: asks, authorizes, checks it with one harmless read. `None`: the
+    /// flow found what to set and printed it, and there is nothing to store.
     ///
     /// # Errors
     /// A refusal naming its cause and fix; nothing is stored.
-    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Credential, AuthError>;
+    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Option<Credential>, AuthError>;
 
     /// Whether postonce can ever refresh `cred` (a refresh token, a refreshable token).
     fn can_refresh(&self, cred: &Credential) -> bool {

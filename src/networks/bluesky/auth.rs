@@ -18,7 +18,7 @@ pub struct BlueskyAuth;
 
 #[async_trait(?Send)]
 impl AuthFlow for BlueskyAuth {
-    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Credential, AuthError> {
+    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Option<Credential>, AuthError> {
         let pds = cx.var_or("BLUESKY_PDS_URL", super::DEFAULT_PDS);
         let identifier = cx.ask("Bluesky handle (or DID): ")?;
         if identifier.is_empty() || identifier.contains(char::is_whitespace) {
@@ -44,7 +44,7 @@ impl AuthFlow for BlueskyAuth {
         if cx.vars.get("BLUESKY_PDS_URL").is_some() {
             settings.insert("BLUESKY_PDS_URL".to_owned(), pds);
         }
-        Ok(Credential {
+        Ok(Some(Credential {
             account: format!("@{handle} ({did})"),
             scopes: Vec::new(),
             obtained_at: crate::record::now_s(),
@@ -54,6 +54,6 @@ impl AuthFlow for BlueskyAuth {
             secrets: [("BLUESKY_APP_PASSWORD".to_owned(), password)].into(),
             settings,
             kept: BTreeMap::new(),
-        })
+        }))
     }
 }

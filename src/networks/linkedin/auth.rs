@@ -40,7 +40,7 @@ impl AuthFlow for LinkedInAuth {
         ]
     }
 
-    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Credential, AuthError> {
+    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Option<Credential>, AuthError> {
         let client_id = cx.require("LINKEDIN_CLIENT_ID", "the Client ID on the app's Auth tab")?;
         let secret = Secret::new(cx.require(
             "LINKEDIN_CLIENT_SECRET",
@@ -128,7 +128,7 @@ impl AuthFlow for LinkedInAuth {
             format!("{author} (by {member})")
         };
         cred.settings.insert("LINKEDIN_AUTHOR".into(), author);
-        Ok(cred)
+        Ok(Some(cred))
     }
 
     fn can_refresh(&self, cred: &Credential) -> bool {

@@ -45,7 +45,7 @@ impl AuthFlow for ThreadsAuth {
         ]
     }
 
-    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Credential, AuthError> {
+    async fn obtain(&self, cx: &mut AuthContext<'_>) -> Result<Option<Credential>, AuthError> {
         let app_id = cx.require(
             "THREADS_APP_ID",
             "the Threads app ID (App settings of the Threads use case, not the Meta app's)",
@@ -112,7 +112,7 @@ impl AuthFlow for ThreadsAuth {
         cx.say(&format!("Signed in as @{username} (Threads user {user})."));
         cred.account = format!("@{username} ({user})");
         cred.settings.insert("THREADS_USER_ID".into(), user);
-        Ok(cred)
+        Ok(Some(cred))
     }
 
     fn can_refresh(&self, cred: &Credential) -> bool {
