@@ -37,10 +37,12 @@ fn texts(out: &Output) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     );
-    assert!(
-        !o.contains("SECRET") && !e.contains("SECRET"),
-        "a secret shown:\n{o}\n{e}"
-    );
+    for mark in (1..=9).map(|i| format!("SECRET{i}")) {
+        assert!(
+            !o.contains(&mark) && !e.contains(&mark),
+            "a secret shown:\n{o}\n{e}"
+        );
+    }
     (o, e)
 }
 
@@ -185,5 +187,93 @@ async fn telegram_auth_checks_the_bot_token_finds_the_owner_and_prints_the_varia
     assert!(
         e.contains("a webhook is set") && e.contains("deleteWebhook"),
         "{e}"
+    );
+}
+
+#[tokio::test]
+async fn x_auth_by_pin_stores_the_access_token_and_a_real_post_is_signed_with_it() {
+    use support::oauth::{self, OAuthFake};
+    use support::x;
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let app = [
+        ("X_API_KEY", x::CONSUMER_KEY.to_owned()),
+        ("X_API_SECRET", x::CONSUMER_SECRET.to_owned()),
+    ];
+    let mut vars = app.to_vec();
+    vars.push(("X_API_URL", fake.uri()));
+
+    let wrong = postonce(dir.path(), &vars, &["auth", "x"], "1111111\n");
+    let (o, e) = texts(&wrong);
+    assert_eq!(wrong.status.code(), Some(2), "{o}\n{e}");
+    assert!(
+        e.contains("Invalid or expired token") && e.contains("nothing stored"),
+        "{e}"
+    );
+
+    // The test browser opens the printed address and reads the PIN X shows.
+    let page = reqwest::get(format!(
+        "{}/oauth/authorize?oauth_token={}",
+        fake.uri(),
+        oauth::X_REQUEST_TOKEN
+    ))
+    .await
+    .expect("page")
+    .text()
+    .await
+    .expect("text");
+    assert!(page.contains(oauth::X_PIN));
+    let out = postonce(
+        dir.path(),
+        &vars,
+        &["auth", "x"],
+        &format!("{}\n", oauth::X_PIN),
+    );
+    let (o, e) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    assert!(
+        e.contains(&format!(
+            "/oauth/authorize?oauth_token={}",
+            oauth::X_REQUEST_TOKEN
+        )),
+        "{e}"
+    );
+    assert!(
+        o.contains(&format!("@{} ({})", x::USERNAME, x::USER_ID)),
+        "{o}"
+    );
+
+    let api = x::XFake::start().await;
+    let images = ImageHost::start().await;
+    let mut post_vars = app.to_vec();
+    post_vars.extend([
+        ("X_API_URL", api.uri()),
+        ("POSTONCE_TARGETS", "x".to_owned()),
+        ("POSTONCE_IMAGE_HOSTS", images.uri()),
+    ]);
+    let post = postonce(
+        dir.path(),
+        &post_vars,
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "xpost",
+            "--caption",
+            "Hello, X",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+        "",
+    );
+    let (o, e) = texts(&post);
+    assert_eq!(post.status.code(), Some(0), "{o}\n{e}");
+    assert_eq!(api.posts_created(), 1, "{o}");
+    assert_eq!(
+        api.bad_signatures(),
+        0,
+        "signed with the stored access token"
     );
 }

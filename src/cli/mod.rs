@@ -261,6 +261,12 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     init_logging(cli.verbose, matches!(cli.command, Command::Serve { .. }));
+    if let Command::Auth(args) = cli.command {
+        return match crate::credentials::store_config().await {
+            Ok(config) => auth::run(&config, args).await,
+            Err(e) => bad_input(format!("configuration: {e}")),
+        };
+    }
     let mut config = match Config::from_env_and_parameters().await {
         Ok(c) => c,
         Err(e) => return bad_input(format!("configuration: {e}")),
@@ -270,9 +276,6 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     } = &cli.command
     {
         return db_migrate(&config).await;
-    }
-    if let Command::Auth(args) = cli.command {
-        return auth::run(&config, args).await;
     }
     if matches!(cli.command, Command::Serve { .. }) {
         // `serve` answers many requests at once: a larger pool than a CLI run's few.

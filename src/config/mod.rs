@@ -189,12 +189,17 @@ impl Config {
                 .cloned()
                 .or_else(|| std::env::var(name).ok())
         };
-        let config = Self::from_lookup(lookup)?;
-        // Then the stored credentials, where no plain variable or `_PARAM` gives one.
-        let stored = crate::credentials::at_start(&config, Vars::new(&lookup)).await;
-        if stored.is_empty() {
-            return Ok(config);
-        }
+        // Then the stored credentials, where no plain variable or `_PARAM` gives one: read
+        // through the store the core's variables name (the networks' may be incomplete
+        // without them).
+        let stored = match Self::from_lookup(|name| {
+            crate::credentials::names_the_store(name)
+                .then(|| lookup(name))
+                .flatten()
+        }) {
+            Ok(store) => crate::credentials::at_start(&store, Vars::new(&lookup)).await,
+            Err(_) => std::collections::HashMap::new(),
+        };
         Self::from_lookup(|name| {
             Vars::new(&lookup)
                 .get(name)

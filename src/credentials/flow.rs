@@ -142,6 +142,12 @@ pub trait AuthFlow: Sync {
         &[]
     }
 
+    /// The variable (with its `_PARAM`) whose presence means the network's credential is set
+    /// by hand; default: the network's first secret.
+    fn credential_variable(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
     /// Obtains a credential: asks, authorizes, checks it with one harmless read. `None`: the
     /// flow found what to set and printed it, and there is nothing to store.
     ///

@@ -174,7 +174,11 @@ pub async fn update<T>(
 /// The variable that says whether `network` has a credential of its own (its first secret),
 /// with its `_PARAM` variable; `None` for a network with no secret of its own.
 pub fn primary(network: Network) -> Option<(&'static str, &'static str)> {
-    network.definition().secrets.first().copied()
+    let definition = network.definition();
+    definition
+        .auth
+        .and_then(|f| f.credential_variable())
+        .or_else(|| definition.secrets.first().copied())
 }
 
 /// Where a network's credential comes from.
@@ -228,6 +232,32 @@ pub fn variables(vars: Vars<'_>, stored: &Stored) -> HashMap<String, String> {
         }
     }
     out
+}
+
+/// Whether `var` is one of the core's variables, which name the store (and the rest of the
+/// core's settings) without any network's: a configuration read from these alone says where
+/// the stored credentials are.
+pub fn names_the_store(var: &str) -> bool {
+    var.starts_with("POSTONCE_")
+        || var.starts_with("AWS_")
+        || matches!(var, "REDIS_URL" | "DATABASE_URL")
+}
+
+/// The configuration `postonce auth` works with: the core's variables alone (their `_PARAM`s
+/// resolved), so that a network whose variables are not complete yet (the app's keys set, its
+/// token not) can still be signed in to.
+///
+/// # Errors
+/// A core variable that is missing or malformed.
+pub async fn store_config() -> Result<crate::config::Config, crate::vars::ConfigError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let resolved =
+        crate::secrets::resolve_these(env, crate::secrets::CORE_BY_REFERENCE.into_iter()).await?;
+    crate::config::Config::from_lookup(|name| {
+        names_the_store(name)
+            .then(|| resolved.get(name).cloned().or_else(|| env(name)))
+            .flatten()
+    })
 }
 
 /// What a start reads from the store: the variables of the stored credentials, after

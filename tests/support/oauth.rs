@@ -28,6 +28,54 @@ pub const THREADS_APP_ID: &str = "1234567890123456";
 pub const THREADS_APP_SECRET: &str = "threads-app-SECRET4-abcdef";
 pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
 
+pub const X_REQUEST_TOKEN: &str = "NPcudxy0yU5T3tBzho7iCotZ3cnetKwcTIRlX0iwRl0";
+pub const X_REQUEST_SECRET: &str = "veNRnAWe6inFuo8o2u8SLLZLjolYDmDP7SzL0YfYI-SECRET4";
+pub const X_PIN: &str = "4829153";
+
+/// The oauth parameters of a request signed with `consumer_secret` and `token_secret`
+/// (HMAC-SHA1 over the method, the URL its Host header names, the oauth pairs and the query),
+/// or `None` when the signature does not verify.
+fn oauth1_verified(req: &Request, token_secret: &str) -> Option<Vec<(String, String)>> {
+    use super::x::{oauth_params, pct};
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+    let header = |n: &str| {
+        req.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let params = oauth_params(header("authorization"))?;
+    let signature = params
+        .iter()
+        .find(|(k, _)| k == "oauth_signature")?
+        .1
+        .clone();
+    let mut signed: Vec<(String, String)> = params
+        .iter()
+        .filter(|(k, _)| k != "oauth_signature")
+        .map(|(k, v)| (pct(k), pct(v)))
+        .chain(req.url.query_pairs().map(|(k, v)| (pct(&k), pct(&v))))
+        .collect();
+    signed.sort();
+    let normalized: Vec<String> = signed.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let url = format!("http://{}{}", header("host"), req.url.path());
+    let base = format!(
+        "{}&{}&{}",
+        req.method.as_str(),
+        pct(&url),
+        pct(&normalized.join("&"))
+    );
+    let key = format!("{}&{}", pct(super::x::CONSUMER_SECRET), pct(token_secret));
+    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(key.as_bytes()).ok()?;
+    mac.update(base.as_bytes());
+    let given = base64::engine::general_purpose::STANDARD
+        .decode(signature)
+        .ok()?;
+    mac.verify_slice(&given).ok()?;
+    Some(params)
+}
+
 #[derive(Default)]
 struct State {
     refuse: bool,
@@ -45,6 +93,8 @@ struct State {
     lose_next_refresh: bool,
     /// The tokens the publishing-limit reads (doctor's check) came with.
     limit_tokens: Vec<String>,
+    /// X's request token has bought its access token (a PIN is single use).
+    x_pin_used: bool,
 }
 
 #[derive(Clone)]
@@ -222,10 +272,74 @@ impl Api {
     }
 }
 
+impl Api {
+    /// X's PIN flow: `POST /oauth/request_token` (signed by the consumer alone, with
+    /// `oauth_callback="oob"`), the browser's `GET /oauth/authorize?oauth_token=…` page showing
+    /// the PIN, `POST /oauth/access_token?oauth_verifier=<PIN>` signed with the request token.
+    fn x(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        // Threads' code exchange shares the path; X's calls are the OAuth-signed ones.
+        let signed = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("OAuth "));
+        if path == "/oauth/access_token" && !signed {
+            return None;
+        }
+        let invalid = || {
+            ResponseTemplate::new(401).set_body_json(
+                json!({"errors":[{"code":89,"message":"Invalid or expired token."}]}),
+            )
+        };
+        let get = |p: &[(String, String)], k: &str| {
+            p.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        Some(match (req.method.as_str(), path) {
+            ("POST", "/oauth/request_token") => match oauth1_verified(req, "") {
+                Some(p) if get(&p, "oauth_callback") == "oob"
+                    && get(&p, "oauth_consumer_key") == super::x::CONSUMER_KEY =>
+                {
+                    ResponseTemplate::new(200).set_body_string(format!(
+                        "oauth_token={X_REQUEST_TOKEN}&oauth_token_secret={X_REQUEST_SECRET}&oauth_callback_confirmed=true"
+                    ))
+                }
+                _ => invalid(),
+            },
+            ("GET", "/oauth/authorize") if query(req).contains_key("oauth_token") => ResponseTemplate::new(200)
+                .set_body_string(format!("<html>Authorize postonce? Your PIN: <code>{X_PIN}</code></html>")),
+            ("POST", "/oauth/access_token") => {
+                let verifier = query(req).get("oauth_verifier").cloned().unwrap_or_default();
+                let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                match oauth1_verified(req, X_REQUEST_SECRET) {
+                    Some(p) if get(&p, "oauth_token") == X_REQUEST_TOKEN
+                        && verifier == X_PIN
+                        && !s.x_pin_used =>
+                    {
+                        s.x_pin_used = true;
+                        ResponseTemplate::new(200).set_body_string(format!(
+                            "oauth_token={}&oauth_token_secret={}&user_id={}&screen_name={}",
+                            super::x::ACCESS_TOKEN,
+                            super::x::ACCESS_TOKEN_SECRET,
+                            super::x::USER_ID,
+                            super::x::USERNAME
+                        ))
+                    }
+                    _ => invalid(),
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let path = req.url.path().to_owned();
         self.linkedin(req, &path)
+            .or_else(|| self.x(req, &path))
             .or_else(|| self.threads(req, &path))
             .unwrap_or_else(|| ResponseTemplate::new(404))
     }
