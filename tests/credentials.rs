@@ -551,3 +551,60 @@ async fn a_lost_refresh_answer_is_refreshed_again_safely_by_the_next_process() {
     );
     assert_eq!(fake.refresh_calls(), 2, "nothing left to refresh");
 }
+
+#[tokio::test]
+async fn mastodon_auth_registers_the_app_authorizes_with_pkce_then_posts() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let instance = [("MASTODON_URL", fake.uri())];
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &instance,
+        &["auth", "mastodon", "--no-browser"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("code_challenge_method=S256")
+            && url.contains("scope=write%3Astatuses+write%3Amedia+read%3Astatuses+profile"),
+        "{url}"
+    );
+    follow(&authorize(&url).await).await;
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("@postonce on {}", fake.uri())),
+        "{stdout}"
+    );
+    no_secret("auth", &format!("{stdout}{stderr}"));
+    let api = support::mastodon::MastodonFake::start().await;
+    let images = ImageHost::start().await;
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("MASTODON_URL", api.uri()),
+            ("POSTONCE_TARGETS", "mastodon".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "toot",
+            "--caption",
+            "Hello, Mastodon",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(api.statuses_created(), 1, "{body}");
+    assert_eq!(api.bad_tokens(), 0, "the stored token reached the instance");
+}

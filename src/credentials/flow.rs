@@ -108,7 +108,7 @@ impl AuthContext<'_> {
     pub async fn authorize(
         &mut self,
         scheme: &str,
-        url: impl Fn(&str, &str) -> String,
+        url: impl Fn(&str, &str, &str) -> String,
     ) -> Result<oauth::Granted, AuthError> {
         let options = self.options.clone();
         oauth::authorize(&options, scheme, url, self.input).await

@@ -53,7 +53,7 @@ pub fn query(pairs: &[(&str, &str)]) -> String {
         .finish()
 }
 
-/// Runs the browser part: builds the URL with `url(redirect_uri, state)`, catches the redirect
+/// Runs the browser part: builds the URL with `url(redirect_uri, state, S256 challenge)`, catches the redirect
 /// (listener, or `--paste`), and checks it: an error answer (refused consent), a `state` that
 /// does not match, no code: each a refusal.
 ///
@@ -62,7 +62,7 @@ pub fn query(pairs: &[(&str, &str)]) -> String {
 pub async fn authorize(
     options: &AuthOptions,
     scheme: &str,
-    url: impl Fn(&str, &str) -> String,
+    url: impl Fn(&str, &str, &str) -> String,
     input: &mut dyn BufRead,
 ) -> Result<Granted, AuthError> {
     let state = random_token();
@@ -70,7 +70,7 @@ pub async fn authorize(
     if options.paste {
         let port = options.port.unwrap_or(PASTE_PORT);
         let redirect_uri = format!("{scheme}://127.0.0.1:{port}{CALLBACK_PATH}");
-        let address = url(&redirect_uri, &state);
+        let address = url(&redirect_uri, &state, &challenge(&verifier));
         eprintln!("Open this address in a browser, sign in and approve:\n\n  {address}\n");
         eprintln!("Then paste here the address the browser was sent to (it starts with {redirect_uri}), or the code it shows:");
         let mut line = String::new();
@@ -107,7 +107,7 @@ pub async fn authorize(
         .map_err(|e| AuthError::new(format!("cannot listen: {e}")))?
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}{CALLBACK_PATH}");
-    let address = url(&redirect_uri, &state);
+    let address = url(&redirect_uri, &state, &challenge(&verifier));
     eprintln!("Open this address in a browser, sign in and approve (waiting on {redirect_uri}):\n\n  {address}\n");
     if !options.no_browser {
         open_browser(&address);

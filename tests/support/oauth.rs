@@ -28,6 +28,8 @@ pub const THREADS_APP_ID: &str = "1234567890123456";
 pub const THREADS_APP_SECRET: &str = "threads-app-SECRET4-abcdef";
 pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
 
+pub const MASTODON_CLIENT_ID: &str = "TWhM-tNSuncnqN7DBJmoyeLnk6K3iJJ71KKXxgL1hPM";
+pub const MASTODON_CLIENT_SECRET: &str = "ZEaFUFmF0umgBX1qKJDjaU99Q31lDkOU8NutzTOoliw-SECRET2";
 pub const X_REQUEST_TOKEN: &str = "NPcudxy0yU5T3tBzho7iCotZ3cnetKwcTIRlX0iwRl0";
 pub const X_REQUEST_SECRET: &str = "veNRnAWe6inFuo8o2u8SLLZLjolYDmDP7SzL0YfYI-SECRET4";
 pub const X_PIN: &str = "4829153";
@@ -95,6 +97,9 @@ struct State {
     limit_tokens: Vec<String>,
     /// X's request token has bought its access token (a PIN is single use).
     x_pin_used: bool,
+    /// Mastodon: the redirect URI the app registered, and each code's PKCE challenge.
+    mastodon_redirect: String,
+    challenges: HashMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -335,10 +340,108 @@ impl Api {
     }
 }
 
+impl Api {
+    /// A Mastodon instance's app registration, authorization (PKCE S256 required, the redirect
+    /// URI must be the registered one), token and `verify_credentials`.
+    fn mastodon(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        use base64::Engine;
+        use sha2::Digest;
+        let q = query(req);
+        Some(match (req.method.as_str(), path) {
+            ("POST", "/api/v1/apps") => {
+                let f = form(req);
+                let uri = f.get("redirect_uris").cloned().unwrap_or_default();
+                if !uri.starts_with("http") && uri != "urn:ietf:wg:oauth:2.0:oob" {
+                    return Some(ResponseTemplate::new(422).set_body_json(
+                        json!({"error":"Validation failed: Redirect URI must be an absolute URI."}),
+                    ));
+                }
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .mastodon_redirect = uri.clone();
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "id": "563419", "name": "postonce", "website": f.get("website"),
+                    "scopes": f.get("scopes").map(|s| s.split(' ').collect::<Vec<_>>()),
+                    "redirect_uri": uri, "redirect_uris": [uri],
+                    "client_id": MASTODON_CLIENT_ID, "client_secret": MASTODON_CLIENT_SECRET,
+                    "client_secret_expires_at": 0
+                }))
+            }
+            ("GET", "/oauth/authorize")
+                if q.get("client_id").map(String::as_str) == Some(MASTODON_CLIENT_ID) =>
+            {
+                let registered = self
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .mastodon_redirect
+                    .clone();
+                if q.get("redirect_uri") != Some(&registered)
+                    || q.get("code_challenge_method").map(String::as_str) != Some("S256")
+                {
+                    return Some(
+                        ResponseTemplate::new(400)
+                            .set_body_string("The redirect uri included is not valid."),
+                    );
+                }
+                let answer = self.authorize(req, false);
+                let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                let code = format!("AQT-code-{}", s.seq);
+                s.challenges
+                    .insert(code, q.get("code_challenge").cloned().unwrap_or_default());
+                answer
+            }
+            ("POST", "/oauth/token") => {
+                let f = form(req);
+                let code = f.get("code").cloned().unwrap_or_default();
+                let want = self
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .challenges
+                    .get(&code)
+                    .cloned();
+                let got = f.get("code_verifier").map(|v| {
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD
+                        .encode(sha2::Sha256::digest(v.as_bytes()))
+                });
+                if want.is_some() && want != got {
+                    return Some(oauth_error("invalid_grant", "The provided authorization grant is invalid, expired, revoked, does not match the redirection URI used in the authorization request, or was issued to another client."));
+                }
+                match self.spend(&f, MASTODON_CLIENT_ID, MASTODON_CLIENT_SECRET) {
+                    Some(r) => r,
+                    None => ResponseTemplate::new(200).set_body_json(json!({
+                        "access_token": super::mastodon::TOKEN, "token_type": "Bearer",
+                        "scope": "write:statuses write:media read:statuses profile", "created_at": 1_573_979_017
+                    })),
+                }
+            }
+            ("GET", "/api/v1/accounts/verify_credentials") => {
+                let ok = req
+                    .headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    == Some(format!("Bearer {}", super::mastodon::TOKEN).as_str());
+                if ok {
+                    ResponseTemplate::new(200).set_body_json(
+                        json!({"id": "109", "username": "postonce", "acct": "postonce"}),
+                    )
+                } else {
+                    ResponseTemplate::new(401)
+                        .set_body_json(json!({"error": "The access token is invalid"}))
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let path = req.url.path().to_owned();
-        self.linkedin(req, &path)
+        self.mastodon(req, &path)
+            .or_else(|| self.linkedin(req, &path))
             .or_else(|| self.x(req, &path))
             .or_else(|| self.threads(req, &path))
             .unwrap_or_else(|| ResponseTemplate::new(404))

@@ -64,7 +64,7 @@ impl AuthFlow for LinkedInAuth {
             _ => MEMBER_SCOPES.to_owned(),
         };
         let granted = cx
-            .authorize("http", |redirect, state| {
+            .authorize("http", |redirect, state, _| {
                 format!(
                     "{oauth}/authorization?{}",
                     query(&[

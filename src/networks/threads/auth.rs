@@ -58,7 +58,7 @@ impl AuthFlow for ThreadsAuth {
         let api = api(cx.vars);
         // Meta accepts only https redirect URIs: a pasted one is https, the listener's http.
         let granted = cx
-            .authorize("https", |redirect, state| {
+            .authorize("https", |redirect, state, _| {
                 format!(
                     "{oauth}/oauth/authorize?{}",
                     query(&[
