@@ -167,3 +167,61 @@ async fn a_linkedin_token_postonce_cannot_refresh_is_told_once_at_14_days_at_3_d
         assert!(!m.contains("SECRET"), "{m}");
     }
 }
+
+/// The MCP server's answers (doctor, and a post made with the stored credential) carry no
+/// secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_answers_with_a_stored_credential_show_no_secret() {
+    use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+    let li = LinkedInFake::start(LI_TOKEN).await;
+    let images = support::images::ImageHost::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    store(dir.path(), LI_TOKEN, 10 * DAY);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_postonce"));
+    cmd.arg("mcp")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("POSTONCE_DATA_DIR", dir.path())
+        .env("LINKEDIN_API_URL", li.uri())
+        .env("POSTONCE_IMAGE_HOSTS", images.uri());
+    let client = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("postonce-tests", "1.0.0"),
+    )
+    .serve(TokioChildProcess::new(cmd).expect("start postonce mcp"))
+    .await
+    .expect("initialize");
+    let mut said = String::new();
+    let calls = [
+        ("doctor", json!({})),
+        (
+            "post",
+            json!({"kind": "blog", "slug": "mcp", "caption": "Hello over MCP", "image": images.url("/cover.png")}),
+        ),
+    ];
+    for (tool, arguments) in calls {
+        let serde_json::Value::Object(arguments) = arguments else {
+            unreachable!("objects")
+        };
+        let answer = client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+            .await
+            .expect("a tool result");
+        said.push_str(&serde_json::to_string(&answer).expect("json"));
+    }
+    assert!(
+        said.contains("credentials") && said.contains("stored (postonce auth linkedin)"),
+        "{said}"
+    );
+    assert!(said.contains("posted"), "{said}");
+    assert_eq!(li.posts_created(), 1, "posted with the stored token");
+    for mark in (1..=9).map(|i| format!("SECRET{i}")) {
+        assert!(
+            !said.contains(&mark),
+            "an MCP answer shows a secret: {said}"
+        );
+    }
+    client.cancel().await.expect("close");
+}
