@@ -229,6 +229,28 @@ impl App {
     }
 }
 
+/// The real record store of `config` alone (no claims, no adapters): where `postonce auth`
+/// keeps what it obtains and where a start reads the stored credentials
+/// ([`crate::credentials`]).
+///
+/// # Errors
+/// A message naming what could not be set up.
+pub async fn record_store(config: &Config) -> Result<Arc<dyn RecordStore>, String> {
+    let db = database(config).await?;
+    #[cfg(feature = "postgres")]
+    if let Some(db) = db {
+        return Ok(Arc::new(crate::record::postgres::PgStore::new(db, false)));
+    }
+    let _ = db;
+    Ok(match &config.table {
+        Some(table) => Arc::new(DynamoStore::connect(config, table, false).await),
+        None => Arc::new(
+            LocalStore::open(&config.data_dir, false)
+                .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
+        ),
+    })
+}
+
 /// Opens the PostgreSQL pool when `DATABASE_URL` is set, and checks the schema's version: a
 /// schema that is behind (or ahead) stops the start (nothing is sent); a database that cannot
 /// be reached now does not (every store call reports it, as a retryable failure, and the first

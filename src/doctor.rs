@@ -79,6 +79,7 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         checks.push(check(target_name(*network), target(app, *network).await));
     }
     checks.push(check("Telegram", telegram(app).await));
+    checks.push(check("credentials", credentials(app).await));
     checks.push(Check {
         name: "image hosts",
         ok: true,
@@ -95,6 +96,45 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// Each target's credential: where it comes from, the account, the expiry, whether postonce
+/// can refresh it (`postonce auth status` shows every network). Fails for an expired stored one.
+async fn credentials(app: &App) -> Result<String, String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let lacks = crate::credentials::some_network_lacks(crate::vars::Vars::new(&env));
+    let stored = if lacks {
+        let records = crate::app::record_store(&app.config).await?;
+        bounded(crate::credentials::load(&*records))
+            .await
+            .ok_or_else(|| format!("the store did not answer within {CHECK_TIMEOUT:?}"))?
+            .map_err(|e| format!("the stored credentials cannot be read: {e}"))?
+    } else {
+        crate::credentials::Stored::default()
+    };
+    let vars = crate::vars::Vars::new(&env);
+    let now = crate::record::now_s();
+    let rows = crate::credentials::status::rows(vars, &stored, now);
+    let mine: Vec<_> = rows
+        .iter()
+        .filter(|r| app.config.targets.iter().any(|t| t.as_str() == r.network))
+        .collect();
+    let line = mine
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let expired = app.config.targets.iter().find(|t| {
+        stored
+            .get(**t)
+            .is_some_and(|c| c.expires_at.is_some_and(|at| at <= now))
+            && crate::credentials::Source::of(**t, vars, &stored)
+                == crate::credentials::Source::Stored
+    });
+    match expired {
+        Some(t) => Err(format!("{line}; renew it: postonce auth {}", t.as_str())),
+        None => Ok(line),
+    }
 }
 
 async fn redis(app: &App) -> Result<String, String> {

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod claim;
 pub mod cli;
 pub mod config;
+pub mod credentials;
 pub mod doctor;
 pub mod image;
 pub mod key;

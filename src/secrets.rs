@@ -41,9 +41,20 @@ pub fn by_reference() -> impl Iterator<Item = (&'static str, &'static str)> {
 pub async fn resolve(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, String>, ConfigError> {
+    resolve_these(get, by_reference()).await
+}
+
+/// As [`resolve`], for the variables of `list` only (an `auth` flow's app credentials).
+///
+/// # Errors
+/// As [`resolve`].
+pub async fn resolve_these(
+    get: impl Fn(&str) -> Option<String>,
+    list: impl Iterator<Item = (&'static str, &'static str)>,
+) -> Result<HashMap<String, String>, ConfigError> {
     let vars = Vars::new(&get);
     // (the `_PARAM` variable, the parameter's name, the plain variable)
-    let wanted: Vec<(&'static str, String, &'static str)> = by_reference()
+    let wanted: Vec<(&'static str, String, &'static str)> = list
         .filter(|(var, _)| vars.get(var).is_none())
         .filter_map(|(var, param)| vars.get(param).map(|name| (param, name, var)))
         .collect();

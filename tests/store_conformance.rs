@@ -503,6 +503,87 @@ async fn pacing_slots_are_conditional() {
     }
 }
 
+/// A kept secret is replaced only from what is there (the stored credentials rest on it): one
+/// of racing first writes wins, a swap from a stale value is refused, and racing changes made
+/// through `credentials::update` all land (each re-applied after losing a race).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kept_secrets_swap_only_from_what_is_there() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let sec = unique("sec-");
+        let races: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, n) = (
+                    if i % 2 == 0 { f.a.clone() } else { f.b.clone() },
+                    sec.clone(),
+                );
+                tokio::spawn(
+                    async move { s.swap_secret(&n, None, &Secret::new(format!("v{i}"))).await },
+                )
+            })
+            .collect();
+        let mut won = 0;
+        for r in races {
+            if r.await.expect("join").expect("swap") {
+                won += 1;
+            }
+        }
+        assert_eq!(won, 1, "{name}: one of 8 first writes wins");
+        let now = f.b.load_secret(&sec).await.expect("load").expect("kept");
+        let stale = Secret::new("v-stale");
+        assert!(
+            !f.a.swap_secret(&sec, Some(&stale), &Secret::new("x"))
+                .await
+                .expect("swap"),
+            "{name}"
+        );
+        assert!(
+            !f.a.swap_secret(&sec, None, &Secret::new("x"))
+                .await
+                .expect("swap"),
+            "{name}"
+        );
+        assert!(
+            f.a.swap_secret(&sec, Some(&now), &Secret::new("next"))
+                .await
+                .expect("swap"),
+            "{name}"
+        );
+        assert_eq!(
+            f.b.load_secret(&sec)
+                .await
+                .expect("load")
+                .map(|s| s.expose().to_owned())
+                .as_deref(),
+            Some("next"),
+            "{name}"
+        );
+
+        let changes: Vec<_> = (0..8)
+            .map(|i| {
+                let s = if i % 2 == 0 { f.a.clone() } else { f.b.clone() };
+                tokio::spawn(async move {
+                    postonce::credentials::update(&*s, |c| {
+                        c.state.insert(format!("n{i}"), Default::default());
+                        Some(())
+                    })
+                    .await
+                })
+            })
+            .collect();
+        for c in changes {
+            c.await.expect("join").expect("update");
+        }
+        let stored = postonce::credentials::load(&*f.a).await.expect("load");
+        assert_eq!(
+            stored.state.len(),
+            8,
+            "{name}: no change lost: {:?}",
+            stored.state.keys()
+        );
+    }
+}
+
 /// One of racing runs takes a claim; only its token releases or keeps it; the posted keep
 /// holds the id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

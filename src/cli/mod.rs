@@ -17,6 +17,7 @@ use crate::pipeline::{new_run_id, Action, PostRequest, Source};
 use crate::record::DraftContent;
 use crate::triggers::Router;
 
+mod auth;
 pub mod out_dir;
 mod output;
 mod preview;
@@ -136,6 +137,9 @@ enum Command {
         #[command(subcommand)]
         action: TableAction,
     },
+    /// Sign in to a network and store its credential (`auth linkedin`), or show every
+    /// credential's source, account and expiry (`auth status`).
+    Auth(auth::AuthArgs),
     /// PostgreSQL schema management (DATABASE_URL).
     Db {
         #[command(subcommand)]
@@ -259,6 +263,12 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     init_logging(cli.verbose, matches!(cli.command, Command::Serve { .. }));
+    if let Command::Auth(args) = cli.command {
+        return match crate::credentials::store_config().await {
+            Ok(config) => auth::run(&config, args).await,
+            Err(e) => bad_input(format!("configuration: {e}")),
+        };
+    }
     let mut config = match Config::from_env_and_parameters().await {
         Ok(c) => c,
         Err(e) => return bad_input(format!("configuration: {e}")),
@@ -339,7 +349,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
         Command::Status {
             all: true, json, ..
-        } => status_all(&app, dl, json).await,
+        } => {
+            let code = status_all(&app, dl, json).await;
+            if !json {
+                auth::print_lapsing(&app.config).await;
+            }
+            code
+        }
         Command::Status { json, .. } => {
             let Some(key) = status_key else {
                 return EXIT_BAD_INPUT;
@@ -417,6 +433,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             }
         },
         Command::Db { .. } => db_migrate(&app.config).await,
+        Command::Auth(_) => EXIT_BAD_INPUT,
         Command::Table {
             action: TableAction::Create,
         } => {

@@ -205,11 +205,27 @@ impl Config {
     /// The first variable that is missing or malformed, or a parameter that cannot be read.
     pub async fn from_env_and_parameters() -> Result<Self, ConfigError> {
         let resolved = crate::secrets::resolve(|name| std::env::var(name).ok()).await?;
-        Self::from_lookup(|name| {
+        let lookup = |name: &str| {
             resolved
                 .get(name)
                 .cloned()
                 .or_else(|| std::env::var(name).ok())
+        };
+        // Then the stored credentials, where no plain variable or `_PARAM` gives one: read
+        // through the store the core's variables name (the networks' may be incomplete
+        // without them).
+        let stored = match Self::from_lookup(|name| {
+            crate::credentials::names_the_store(name)
+                .then(|| lookup(name))
+                .flatten()
+        }) {
+            Ok(store) => crate::credentials::at_start(&store, Vars::new(&lookup)).await,
+            Err(_) => std::collections::HashMap::new(),
+        };
+        Self::from_lookup(|name| {
+            Vars::new(&lookup)
+                .get(name)
+                .or_else(|| stored.get(name).cloned())
         })
     }
 

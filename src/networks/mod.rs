@@ -146,6 +146,8 @@ pub struct Definition {
     pub url_of: Option<fn(&str) -> String>,
     /// Reads and checks its variables.
     pub load: Loader,
+    /// Its `postonce auth <network>` flow (its folder's `auth.rs`), if it has one.
+    pub auth: Option<&'static dyn crate::credentials::AuthFlow>,
 }
 
 /// Reads and checks a network's variables.

@@ -28,4 +28,11 @@ pub trait Notifier: Send + Sync {
 
     /// Tells the owner something that is not a run's outcome (sweeper reminders).
     async fn tell(&self, text: &str, outcome: &Outcome) -> Result<(), NotifyError>;
+
+    /// Tells the owner something about no draft at all (a credential about to expire).
+    /// The default logs it.
+    async fn say(&self, text: &str) -> Result<(), NotifyError> {
+        tracing::warn!(message = text, "for the owner");
+        Ok(())
+    }
 }

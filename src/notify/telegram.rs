@@ -182,6 +182,19 @@ impl Notifier for TelegramNotifier {
             .map_err(|e| NotifyError(e.to_string()))
     }
 
+    async fn say(&self, text: &str) -> Result<(), NotifyError> {
+        let body = json!({
+            "chat_id": self.chat_id,
+            "text": text,
+            "link_preview_options": {"is_disabled": true}
+        });
+        self.client
+            .call_patiently("sendMessage", &body, self.budget)
+            .await
+            .map(|_| ())
+            .map_err(|e| NotifyError(e.to_string()))
+    }
+
     async fn tell(&self, text: &str, outcome: &Outcome) -> Result<(), NotifyError> {
         let body = json!({
             "chat_id": self.chat_id,

@@ -403,7 +403,25 @@ impl Pipeline {
                 }
             }
         }
+        self.tell_lapsing_credentials(now).await;
         Ok(report)
+    }
+
+    /// Tells the owner, once per step, of a stored credential about to lapse
+    /// ([`crate::credentials::tell`]). Stored credentials live in the real store: the one of any
+    /// lane that posts for real (none does: no stored credential is in use).
+    async fn tell_lapsing_credentials(&self, now: i64) {
+        if !crate::credentials::in_use() {
+            return;
+        }
+        let Some(lane) = self.lanes.values().find(|l| !l.adapter.is_dry_run()) else {
+            return;
+        };
+        if let Err(e) =
+            crate::credentials::tell::tell_ahead(&*lane.records, &*self.notifier, now).await
+        {
+            tracing::warn!(error = %e, "could not check the stored credentials' expiry");
+        }
     }
 
     /// Whether pacing holds `key` back now: its network's next slot opens later. The slot's

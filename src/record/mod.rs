@@ -445,6 +445,16 @@ pub trait RecordStore: Send + Sync {
 
     /// Stores (replaces) the secret kept under `name`. Last writer wins.
     async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError>;
+
+    /// Replaces the secret kept under `name` with `value` only if it is `expected` now (`None`:
+    /// only if there is none), in one conditional write: `Ok(false)` when it was not (another
+    /// process wrote first). The stored credentials ([`crate::credentials`]) rest on it.
+    async fn swap_secret(
+        &self,
+        name: &str,
+        expected: Option<&Secret>,
+        value: &Secret,
+    ) -> Result<bool, StoreError>;
 }
 
 /// A record store as the place where adapters keep their sessions

@@ -10,6 +10,7 @@ pub mod fake_counts;
 pub mod images;
 pub mod linkedin;
 pub mod mastodon;
+pub mod oauth;
 pub mod pg_proxy;
 pub mod received;
 pub mod serve;

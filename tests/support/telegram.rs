@@ -23,6 +23,8 @@ struct State {
     next_message: i64,
     webhook: Option<Value>,
     mode: Option<TgMode>,
+    /// What `getUpdates` answers.
+    updates: Vec<Value>,
 }
 
 struct Bot {
@@ -139,6 +141,18 @@ impl Respond for Bot {
                 }
                 ok(json!(true))
             }
+            // The owner's /start (set with [`TelegramFake::set_updates`]); refused while a
+            // webhook is set, as the Bot API does.
+            "getUpdates" => {
+                if st.webhook.as_ref().is_some_and(|w| {
+                    w.get("url")
+                        .and_then(Value::as_str)
+                        .is_some_and(|u| !u.is_empty())
+                }) {
+                    return err(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+                }
+                ok(Value::Array(st.updates.clone()))
+            }
             "getMe" => ok(
                 json!({"id": 1, "is_bot": true, "first_name": "postonce", "username": "postonce_test_bot"}),
             ),
@@ -194,6 +208,16 @@ impl TelegramFake {
     /// The server, to mount the channel's methods on ([`super::tg_channel::TgChannelFake::mount_on`]).
     pub fn server(&self) -> Arc<MockServer> {
         self.server.clone()
+    }
+
+    /// What `getUpdates` answers from now on (Bot API `Update` objects).
+    pub fn set_updates(&self, updates: Vec<Value>) {
+        self.with(|s| s.updates = updates);
+    }
+
+    /// A webhook is set (as `setWebhook` with this URL would).
+    pub fn set_webhook_url(&self, url: &str) {
+        self.with(|s| s.webhook = Some(serde_json::json!({ "url": url })));
     }
 
     pub fn requests(&self) -> Vec<(String, Value)> {

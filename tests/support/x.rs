@@ -222,7 +222,7 @@ fn fault(mode: &mut Mode) -> Option<ResponseTemplate> {
 // ---------------------------------------------------------------------------------------------
 // OAuth 1.0a, checked independently of the library's signer.
 
-fn pct(s: &str) -> String {
+pub fn pct(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -252,7 +252,7 @@ fn unpct(s: &str) -> Option<String> {
 }
 
 /// The `Authorization: OAuth k="v", ...` parameters, decoded.
-fn oauth_params(header: &str) -> Option<Vec<(String, String)>> {
+pub fn oauth_params(header: &str) -> Option<Vec<(String, String)>> {
     let rest = header.strip_prefix("OAuth ")?;
     rest.split(',')
         .map(|kv| {

@@ -18,6 +18,7 @@ pub const DEFINITION: Definition = Definition {
     secrets: &[("BLUESKY_APP_PASSWORD", "BLUESKY_APP_PASSWORD_PARAM")],
     url_of: None,
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// Bluesky's configuration.

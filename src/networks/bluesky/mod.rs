@@ -14,6 +14,7 @@
 //! the record and its blob; `text.rs` the text limit and the facets; [`config`] the
 //! variables; `dry_run.rs` [`BlueskyDryRun`], the variant without credentials.
 
+pub mod auth;
 pub mod config;
 mod dry_run;
 mod session;

@@ -21,6 +21,7 @@ pub const DEFINITION: Definition = Definition {
     secrets: &[("LINKEDIN_ACCESS_TOKEN", "LINKEDIN_ACCESS_TOKEN_PARAM")],
     url_of: Some(super::post_url),
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// Default `LINKEDIN_VERSION` (versions live at least a year).

@@ -9,6 +9,7 @@
 //! behind the [`crate::networks::NetworkAdapter`] shape. Adapters only classify what happened
 //! ([`PublishError`]).
 
+pub mod auth;
 pub mod config;
 pub mod dry_run;
 pub mod little_text;

@@ -17,6 +17,7 @@ pub const DEFINITION: Definition = Definition {
     secrets: &[("MASTODON_ACCESS_TOKEN", "MASTODON_ACCESS_TOKEN_PARAM")],
     url_of: None,
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// Mastodon's configuration.

@@ -21,6 +21,7 @@
 //! output, an error message or a log line (every message leaving the adapter is passed through
 //! a [`Redactor`] as well, in case a server echoes it).
 
+pub mod auth;
 pub mod config;
 mod dry_run;
 mod media;

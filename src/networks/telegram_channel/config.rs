@@ -20,6 +20,7 @@ pub const DEFINITION: Definition = Definition {
     secrets: &[],
     url_of: None,
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// The channel's configuration.

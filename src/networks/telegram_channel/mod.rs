@@ -14,6 +14,7 @@
 //! [`reqwest::Error::without_url`] ([`crate::networks::http::chain`]), and every message is
 //! passed through a [`Redactor`] as well.
 
+pub mod auth;
 pub mod config;
 mod dry_run;
 pub mod text;

@@ -19,6 +19,7 @@ pub const DEFINITION: Definition = Definition {
     // A permalink needs the username and the post's shortcode, not its id.
     url_of: None,
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// The least budget the waits for a container fit in: the container request and one status

@@ -36,6 +36,7 @@
 //! their URL and every message leaving the adapter is redacted as well, in case a server echoes
 //! it. [`ThreadsDryRun`] is the variant without a token. Holds no policy: the pipeline decides.
 
+pub mod auth;
 pub mod config;
 pub mod dry_run;
 mod lookup;

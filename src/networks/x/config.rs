@@ -24,6 +24,7 @@ pub const DEFINITION: Definition = Definition {
     ],
     url_of: None,
     load,
+    auth: Some(&super::auth::FLOW),
 };
 
 /// The X credential variables, in the order [`Credentials`] holds them.

@@ -10,6 +10,7 @@
 //! [`wire`] holds the bodies, the answers and the classifier; [`text`] the weighted count;
 //! [`XDryRun`] is the variant without credentials.
 
+pub mod auth;
 pub mod config;
 mod dry_run;
 pub mod oauth1;

@@ -318,6 +318,37 @@ impl RecordStore for DynamoStore {
         Ok(())
     }
 
+    async fn swap_secret(
+        &self,
+        name: &str,
+        expected: Option<&Secret>,
+        value: &Secret,
+    ) -> Result<bool, StoreError> {
+        let mut item = self.key(secret_name(name)?);
+        item.insert("secret".into(), s(value.expose()));
+        item.insert("updated_at".into(), n(super::now_s()));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item));
+        let put = match expected {
+            None => put.condition_expression("attribute_not_exists(pk)"),
+            Some(old) => put
+                .condition_expression("secret = :old")
+                .expression_attribute_values(":old", s(old.expose())),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(e) => match e.as_service_error() {
+                Some(
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_),
+                ) => Ok(false),
+                _ => Err(sdk_err("PutItem (secret, conditional)", e)),
+            },
+        }
+    }
+
     async fn check(&self) -> Result<String, StoreError> {
         table::check(self).await
     }

@@ -152,6 +152,32 @@ impl Folder {
     pub(super) fn save_secret(&self, name: &str, value: &[u8]) -> Result<(), StoreError> {
         let path = self.secret_path(name)?;
         let _lock = self.lock(true)?;
+        self.write_secret(&path, value)
+    }
+
+    /// Replaces the secret file only if it holds `expected` (`None`: only if there is none),
+    /// under the folder's exclusive lock: `Ok(false)` when it did not.
+    pub(super) fn swap_secret(
+        &self,
+        name: &str,
+        expected: Option<&str>,
+        value: &[u8],
+    ) -> Result<bool, StoreError> {
+        let path = self.secret_path(name)?;
+        let _lock = self.lock(true)?;
+        let now = match std::fs::read_to_string(&path) {
+            Ok(v) => Some(v),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io("cannot read", &path, e)),
+        };
+        if now.as_deref() != expected {
+            return Ok(false);
+        }
+        self.write_secret(&path, value).map(|()| true)
+    }
+
+    /// Writes the secret file durably, 0600; the caller holds the exclusive lock.
+    fn write_secret(&self, path: &Path, value: &[u8]) -> Result<(), StoreError> {
         let tmp = temp_path(&self.dir.join("tmp"));
         let written = (|| {
             let mut options = OpenOptions::new();
@@ -161,13 +187,13 @@ impl Folder {
             let mut f = options.open(&tmp)?;
             f.write_all(value)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
+            std::fs::rename(&tmp, path)?;
             sync_dir(path.parent().unwrap_or(Path::new(".")))
         })();
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        written.map_err(|e| io("cannot write", &path, e))
+        written.map_err(|e| io("cannot write", path, e))
     }
 
     pub(super) fn load_secret(&self, name: &str) -> Result<Option<String>, StoreError> {

@@ -68,6 +68,17 @@ impl LocalStore {
         }
     }
 
+    /// Whether a secret is kept under `name` in `data_dir`'s real store, looked at without
+    /// creating anything (a process that needs no kept secret leaves no folder behind).
+    pub fn has_secret(data_dir: &Path, name: &str) -> bool {
+        crate::record::secret_name(name).is_ok_and(|file| {
+            Self::folder(data_dir, false)
+                .join("secrets")
+                .join(file.replace(':', "-"))
+                .is_file()
+        })
+    }
+
     /// Uses (and creates) the folder of `data_dir` (see [`Self::folder`]), and clears temporary
     /// files a crashed writer left behind. Blocking, once per process at start-up, before any
     /// run is served.
@@ -234,5 +245,18 @@ impl RecordStore for LocalStore {
         let name = name.to_owned();
         let bytes = value.expose().as_bytes().to_vec();
         self.run(move |f| f.save_secret(&name, &bytes)).await
+    }
+
+    async fn swap_secret(
+        &self,
+        name: &str,
+        expected: Option<&Secret>,
+        value: &Secret,
+    ) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        let old = expected.map(|e| e.expose().to_owned());
+        let bytes = value.expose().as_bytes().to_vec();
+        self.run(move |f| f.swap_secret(&name, old.as_deref(), &bytes))
+            .await
     }
 }

@@ -555,6 +555,44 @@ impl RecordStore for PgStore {
             .map_err(err)
     }
 
+    async fn swap_secret(
+        &self,
+        name: &str,
+        expected: Option<&Secret>,
+        value: &Secret,
+    ) -> Result<bool, StoreError> {
+        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
+        let bytes = value.expose().as_bytes().to_vec();
+        let old: Option<Vec<u8>> = expected.map(|e| e.expose().as_bytes().to_vec());
+        let now = super::now_s();
+        self.db
+            .with("swap secret", |c| async move {
+                let changed = match old {
+                    None => {
+                        let st = c
+                            .prepare_cached(
+                                "INSERT INTO postonce_secrets (ns, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+                                 ON CONFLICT (ns, name) DO NOTHING",
+                            )
+                            .await?;
+                        c.execute(&st, &[&ns, &name, &bytes, &now]).await?
+                    }
+                    Some(old) => {
+                        let st = c
+                            .prepare_cached(
+                                "UPDATE postonce_secrets SET value = $3, updated_at = $4 \
+                                 WHERE ns = $1 AND name = $2 AND value = $5",
+                            )
+                            .await?;
+                        c.execute(&st, &[&ns, &name, &bytes, &now, &old]).await?
+                    }
+                };
+                Ok(changed == 1)
+            })
+            .await
+            .map_err(err)
+    }
+
     async fn check(&self) -> Result<String, StoreError> {
         let version = self
             .db

@@ -1,0 +1,458 @@
+//! Credentials: obtaining them (`postonce auth <network>`: the shared OAuth parts are here, each
+//! network's own flow lives in its folder as `auth.rs`), storing them where the records live,
+//! using them (precedence: a plain variable, then its `_PARAM`, then the stored credential) and
+//! telling what they are (`postonce auth status`, doctor).
+//!
+//! Every stored credential lives in one kept secret, `credentials` (the store's secret role:
+//! DynamoDB item `secret:credentials`, PostgreSQL row `postonce_secrets`, a 0600 file in local
+//! mode), so that a start reads all of them in one request, and every change to it is one
+//! conditional write ([`crate::record::RecordStore::swap_secret`]): a process that lost a race
+//! reads again and re-applies its change, and nothing newer is ever overwritten.
+
+pub mod flow;
+pub mod oauth;
+pub mod status;
+pub mod tell;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::networks::Network;
+use crate::record::{RecordStore, StoreError};
+use crate::vars::{Secret, Vars};
+
+pub use flow::{AuthContext, AuthError, AuthFlow, AuthOptions};
+
+/// The kept secret that holds every stored credential.
+pub const SECRET_NAME: &str = "credentials";
+
+/// How many times a change is re-applied after losing a race to another writer.
+const SWAP_TRIES: usize = 16;
+
+/// One network's stored credential. `Debug` shows no secret.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Credential {
+    /// Who it posts as, for people (`urn:li:person:abc (Ada Lovelace)`); never a secret.
+    pub account: String,
+    pub scopes: Vec<String>,
+    /// Unix seconds.
+    pub obtained_at: i64,
+    /// Unix seconds; `None`: it does not expire.
+    pub expires_at: Option<i64>,
+    #[serde(default, with = "opt_secret")]
+    pub refresh_token: Option<Secret>,
+    #[serde(default)]
+    pub refresh_expires_at: Option<i64>,
+    /// The secret variables it stands for (`LINKEDIN_ACCESS_TOKEN` → the token).
+    #[serde(with = "secret_map")]
+    pub secrets: BTreeMap<String, Secret>,
+    /// The plain variables it stands for (`LINKEDIN_AUTHOR` → the URN).
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    /// What the app kept beside it (a Mastodon app's client id and secret), never variables.
+    #[serde(default, with = "secret_map")]
+    pub kept: BTreeMap<String, Secret>,
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("account", &self.account)
+            .field("scopes", &self.scopes)
+            .field("obtained_at", &self.obtained_at)
+            .field("expires_at", &self.expires_at)
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "***"))
+            .field("refresh_expires_at", &self.refresh_expires_at)
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every stored credential, by network name, and what postonce did with them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stored {
+    #[serde(default)]
+    pub networks: BTreeMap<String, Credential>,
+    /// Bookkeeping per network (refresh leases, steps told): not the credential itself, so that
+    /// a new `auth` replaces it.
+    #[serde(default)]
+    pub state: BTreeMap<String, CredentialState>,
+}
+
+/// What postonce keeps about a stored credential's upkeep.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CredentialState {
+    /// A process refreshing it until this time (Unix seconds), and which one.
+    #[serde(default)]
+    pub refreshing_until: Option<i64>,
+    #[serde(default)]
+    pub refreshing_by: Option<String>,
+    /// Why the last refresh failed.
+    #[serde(default)]
+    pub refresh_failed: Option<String>,
+    /// The last step of the expiry the owner was told of (days left: 14, 3; 0: expired).
+    #[serde(default)]
+    pub told_step: Option<u8>,
+}
+
+impl Stored {
+    pub fn get(&self, network: Network) -> Option<&Credential> {
+        self.networks.get(network.as_str())
+    }
+
+    fn parse(raw: Option<&Secret>) -> Result<Self, StoreError> {
+        match raw {
+            None => Ok(Self::default()),
+            Some(s) => serde_json::from_str(s.expose()).map_err(|e| {
+                StoreError(format!(
+                    "the stored credentials cannot be read ({}); run `postonce auth <network>` again",
+                    e.classify_as_str()
+                ))
+            }),
+        }
+    }
+}
+
+trait Classify {
+    fn classify_as_str(&self) -> &'static str;
+}
+
+impl Classify for serde_json::Error {
+    /// The kind of JSON error only: its message may quote the secret it failed on.
+    fn classify_as_str(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "an I/O error",
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Data => "an unexpected shape",
+            serde_json::error::Category::Eof => "cut short",
+        }
+    }
+}
+
+/// Reads every stored credential (one request).
+///
+/// # Errors
+/// The store's error, or a stored value that is not a credential list.
+pub async fn load(records: &dyn RecordStore) -> Result<Stored, StoreError> {
+    Stored::parse(records.load_secret(SECRET_NAME).await?.as_ref())
+}
+
+/// Applies `change` to the stored credentials in one conditional write, re-reading and
+/// re-applying it when another process wrote first. `change` returns `None` to write nothing;
+/// its answer is returned with the credentials as written (or as read, when nothing was).
+///
+/// # Errors
+/// The store's error, or too many lost races.
+pub async fn update<T>(
+    records: &dyn RecordStore,
+    mut change: impl FnMut(&mut Stored) -> Option<T>,
+) -> Result<(Option<T>, Stored), StoreError> {
+    for _ in 0..SWAP_TRIES {
+        let raw = records.load_secret(SECRET_NAME).await?;
+        let mut stored = Stored::parse(raw.as_ref())?;
+        let Some(answer) = change(&mut stored) else {
+            return Ok((None, stored));
+        };
+        let json = serde_json::to_string(&stored)
+            .map_err(|_| StoreError("the credentials cannot be serialized".into()))?;
+        if records
+            .swap_secret(SECRET_NAME, raw.as_ref(), &Secret::new(json))
+            .await?
+        {
+            return Ok((Some(answer), stored));
+        }
+    }
+    Err(StoreError(format!(
+        "the stored credentials changed {SWAP_TRIES} times while this process wrote them; try again"
+    )))
+}
+
+/// The variable that says whether `network` has a credential of its own (its first secret),
+/// with its `_PARAM` variable; `None` for a network with no secret of its own.
+pub fn primary(network: Network) -> Option<(&'static str, &'static str)> {
+    let definition = network.definition();
+    definition
+        .auth
+        .and_then(|f| f.credential_variable())
+        .or_else(|| definition.secrets.first().copied())
+}
+
+/// Where a network's credential comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Variable(&'static str),
+    Parameter(&'static str),
+    Stored,
+    None,
+}
+
+impl Source {
+    /// Where `network`'s credential comes from, given the environment and what is stored.
+    pub fn of(network: Network, vars: Vars<'_>, stored: &Stored) -> Self {
+        match primary(network) {
+            Some((var, _)) if vars.get(var).is_some() => Self::Variable(var),
+            Some((_, param)) if vars.get(param).is_some() => Self::Parameter(param),
+            _ if stored.get(network).is_some() => Self::Stored,
+            _ => Self::None,
+        }
+    }
+}
+
+/// Whether some network of the registry with an `auth` flow has neither its plain variable nor
+/// its `_PARAM`: only then is a stored credential worth a request.
+pub fn some_network_lacks(vars: Vars<'_>) -> bool {
+    Network::ALL.iter().any(|n| {
+        n.definition().auth.is_some()
+            && primary(*n)
+                .is_some_and(|(var, param)| vars.get(var).is_none() && vars.get(param).is_none())
+    })
+}
+
+/// The variables the stored credentials stand for, each only where the network has neither its
+/// plain variable nor its `_PARAM`, and only for a variable that is unset.
+pub fn variables(vars: Vars<'_>, stored: &Stored) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for network in Network::ALL {
+        let Some(cred) = stored.get(network) else {
+            continue;
+        };
+        if Source::of(network, vars, stored) != Source::Stored {
+            continue;
+        }
+        let secrets = cred.secrets.iter().map(|(k, v)| (k, v.expose()));
+        let settings = cred.settings.iter().map(|(k, v)| (k, v.as_str()));
+        for (name, value) in secrets.chain(settings) {
+            if vars.get(name).is_none() {
+                out.insert(name.clone(), value.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Whether `var` is one of the core's variables, which name the store (and the rest of the
+/// core's settings) without any network's: a configuration read from these alone says where
+/// the stored credentials are.
+pub fn names_the_store(var: &str) -> bool {
+    var.starts_with("POSTONCE_")
+        || var.starts_with("AWS_")
+        || matches!(var, "REDIS_URL" | "DATABASE_URL")
+}
+
+/// The configuration `postonce auth` works with: the core's variables alone (their `_PARAM`s
+/// resolved), so that a network whose variables are not complete yet (the app's keys set, its
+/// token not) can still be signed in to.
+///
+/// # Errors
+/// A core variable that is missing or malformed.
+pub async fn store_config() -> Result<crate::config::Config, crate::vars::ConfigError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let resolved =
+        crate::secrets::resolve_these(env, crate::secrets::CORE_BY_REFERENCE.into_iter()).await?;
+    crate::config::Config::from_lookup(|name| {
+        names_the_store(name)
+            .then(|| resolved.get(name).cloned().or_else(|| env(name)))
+            .flatten()
+    })
+}
+
+/// What a start reads from the store: the variables of the stored credentials, after
+/// refreshing those due ([`flow::refresh_due`]). Reads only when some network lacks a plain or
+/// `_PARAM` credential; a store that cannot be read leaves every network as the variables
+/// configured it (the failure is logged, and `auth status` and doctor show it).
+pub async fn at_start(config: &crate::config::Config, vars: Vars<'_>) -> HashMap<String, String> {
+    if !some_network_lacks(vars) {
+        return HashMap::new();
+    }
+    if config.table.is_none()
+        && config.database_url.is_none()
+        && !crate::record::local::LocalStore::has_secret(&config.data_dir, SECRET_NAME)
+    {
+        return HashMap::new();
+    }
+    let records = match crate::app::record_store(config).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::info!(error = %e, "the stored credentials cannot be read: no store");
+            return HashMap::new();
+        }
+    };
+    let http = match crate::app::http_client() {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::info!(error = %e, "the stored credentials cannot be refreshed");
+            return HashMap::new();
+        }
+    };
+    let stored = match flow::refresh_due(&*records, vars, &http, crate::record::now_s()).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(error = %e, "the stored credentials cannot be read");
+            return HashMap::new();
+        }
+    };
+    let found = variables(vars, &stored);
+    if !found.is_empty() {
+        IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    found
+}
+
+/// Set once a start took some network's credential from the store: only then does the
+/// sweeper read the stored credentials to tell of a coming expiry (a process using none pays
+/// no request for it).
+static IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process took a credential from the store at its start.
+pub fn in_use() -> bool {
+    IN_USE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `in 23 days`, `in 5 hours`, `expired 2 days ago`: how long until `at` (Unix seconds).
+pub fn until(at: i64, now: i64) -> String {
+    let d = at - now;
+    let span = |s: i64| {
+        let s = s.abs();
+        if s >= 2 * 86_400 {
+            format!("{} days", s / 86_400)
+        } else if s >= 2 * 3_600 {
+            format!("{} hours", s / 3_600)
+        } else {
+            format!("{} minutes", (s / 60).max(1))
+        }
+    };
+    if d > 0 {
+        format!("in {}", span(d))
+    } else {
+        format!("expired {} ago", span(d))
+    }
+}
+
+/// (De)serializes an optional [`Secret`] as its value (for the store only).
+mod opt_secret {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::vars::Secret;
+
+    #[allow(clippy::ref_option)]
+    pub fn serialize<S: Serializer>(v: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(secret) => s.serialize_some(secret.expose()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(Secret::new))
+    }
+}
+
+/// (De)serializes a map of [`Secret`]s as their values (for the store only).
+mod secret_map {
+    use std::collections::BTreeMap;
+
+    use serde::ser::SerializeMap;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::vars::Secret;
+
+    pub fn serialize<S: Serializer>(v: &BTreeMap<String, Secret>, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(v.len()))?;
+        for (k, secret) in v {
+            map.serialize_entry(k, secret.expose())?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Secret>, D::Error> {
+        Ok(BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| (k, Secret::new(v)))
+            .collect())
+    }
+}
+
+/// The store as the credentials code takes it.
+pub type Records = Arc<dyn RecordStore>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cred() -> Credential {
+        Credential {
+            account: "urn:li:person:abc".into(),
+            scopes: vec!["w_member_social".into()],
+            obtained_at: 1,
+            expires_at: Some(100),
+            refresh_token: Some(Secret::new("REFRESHSECRET1")),
+            refresh_expires_at: None,
+            secrets: [(
+                "LINKEDIN_ACCESS_TOKEN".to_owned(),
+                Secret::new("TOKENSECRET1"),
+            )]
+            .into(),
+            settings: [("LINKEDIN_AUTHOR".to_owned(), "urn:li:person:abc".to_owned())].into(),
+            kept: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_secret_and_the_store_keeps_them() {
+        let c = cred();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("SECRET1"), "{shown}");
+        assert!(shown.contains("LINKEDIN_ACCESS_TOKEN"));
+        let json = serde_json::to_string(&c).expect("json");
+        let back: Credential = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_variable_then_its_param_then_the_stored_credential() {
+        let stored = Stored {
+            networks: [("linkedin".to_owned(), cred())].into(),
+            ..Stored::default()
+        };
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let none = env(&[]);
+        let got = variables(Vars::new(&none), &stored);
+        assert_eq!(got["LINKEDIN_ACCESS_TOKEN"], "TOKENSECRET1");
+        assert_eq!(got["LINKEDIN_AUTHOR"], "urn:li:person:abc");
+        let author = env(&[("LINKEDIN_AUTHOR", "urn:li:organization:9")]);
+        let got = variables(Vars::new(&author), &stored);
+        assert!(!got.contains_key("LINKEDIN_AUTHOR"), "a set variable wins");
+        let plain = env(&[("LINKEDIN_ACCESS_TOKEN", "t")]);
+        assert!(variables(Vars::new(&plain), &stored).is_empty());
+        assert_eq!(
+            Source::of(Network::Linkedin, Vars::new(&plain), &stored),
+            Source::Variable("LINKEDIN_ACCESS_TOKEN")
+        );
+        let param = env(&[("LINKEDIN_ACCESS_TOKEN_PARAM", "/p")]);
+        assert!(variables(Vars::new(&param), &stored).is_empty());
+        assert_eq!(
+            Source::of(Network::Linkedin, Vars::new(&param), &stored),
+            Source::Parameter("LINKEDIN_ACCESS_TOKEN_PARAM")
+        );
+    }
+
+    #[test]
+    fn until_reads_as_words() {
+        assert_eq!(until(23 * 86_400 + 50, 0), "in 23 days");
+        assert_eq!(until(5 * 3_600, 0), "in 5 hours");
+        assert_eq!(until(0, 2 * 86_400), "expired 2 days ago");
+    }
+}

@@ -1,0 +1,610 @@
+//! `postonce auth <network>` from nothing to a first real post, against fakes of the networks'
+//! OAuth and token endpoints (tests/support/oauth.rs) and of their APIs: the listener driven by
+//! a test "browser" that follows the authorization URL, `--paste` through standard input, the
+//! refusals (wrong state, refused consent, a code used twice, a port in use) storing nothing,
+//! `auth status`, and no secret in any output.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+
+use support::images::ImageHost;
+use support::linkedin::LinkedInFake;
+use support::oauth::{self, OAuthFake};
+use support::threads::{self, ThreadsFake};
+
+/// A child `postonce` with only `vars` (and PATH) in its environment.
+fn postonce(dir: &Path, vars: &[(&str, String)], args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_postonce"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("POSTONCE_DATA_DIR", dir)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::piped());
+    cmd
+}
+
+fn linkedin_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
+    vec![
+        ("LINKEDIN_CLIENT_ID", oauth::LINKEDIN_CLIENT_ID.into()),
+        (
+            "LINKEDIN_CLIENT_SECRET",
+            oauth::LINKEDIN_CLIENT_SECRET.into(),
+        ),
+        ("LINKEDIN_OAUTH_URL", fake.uri()),
+        ("LINKEDIN_API_URL", fake.uri()),
+    ]
+}
+
+fn threads_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
+    vec![
+        ("THREADS_APP_ID", oauth::THREADS_APP_ID.into()),
+        ("THREADS_APP_SECRET", oauth::THREADS_APP_SECRET.into()),
+        ("THREADS_OAUTH_URL", fake.uri()),
+        ("THREADS_API_URL", fake.uri()),
+    ]
+}
+
+/// A running `auth`: its stderr lines arrive on a channel; the authorization URL is the first
+/// line that holds one.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().expect("postonce starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The authorization URL it printed.
+    fn url(&mut self) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no authorization URL; stderr so far: {:?}", self.seen));
+            self.seen.push(line.clone());
+            let t = line.trim();
+            if t.starts_with("http") && t.contains('?') {
+                return t.to_owned();
+            }
+        }
+    }
+
+    fn paste(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("paste");
+    }
+
+    /// Waits for the end: (exit code, stdout, every stderr line).
+    fn finish(mut self) -> (i32, String, String) {
+        drop(self.child.stdin.take());
+        let out = self.child.wait_with_output().expect("postonce ends");
+        self.seen.extend(self.lines.try_iter());
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            self.seen.join("\n"),
+        )
+    }
+}
+
+/// The test browser: asks the authorization endpoint and returns where it redirects.
+async fn authorize(url: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let answer = client.get(url).send().await.expect("the fake answers");
+    assert_eq!(answer.status().as_u16(), 302, "the fake redirects");
+    answer.headers()["location"]
+        .to_str()
+        .expect("location")
+        .to_owned()
+}
+
+/// The browser follows the redirect to the listener.
+async fn follow(location: &str) -> String {
+    reqwest::get(location)
+        .await
+        .expect("the listener answers")
+        .text()
+        .await
+        .expect("page")
+}
+
+fn no_secret(what: &str, text: &str) {
+    for mark in [
+        "SECRET2",
+        "SECRET3",
+        "SECRET4",
+        "SECRET5",
+        "SECRET6",
+        threads::TOKEN,
+    ] {
+        assert!(
+            !text.contains(mark),
+            "{what} shows a secret ({mark}): {text}"
+        );
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).output().expect("postonce runs")
+}
+
+fn status_of(dir: &Path, vars: &[(&str, String)]) -> String {
+    let out = run(&mut postonce(dir, vars, &["auth", "status"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    no_secret("auth status", &text);
+    no_secret(
+        "auth status (stderr)",
+        &String::from_utf8_lossy(&out.stderr),
+    );
+    text
+}
+
+#[tokio::test]
+async fn linkedin_auth_through_the_listener_then_a_real_post_with_the_stored_token() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &linkedin_app(&fake),
+        &["auth", "linkedin", "--no-browser"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("scope=openid+profile+w_member_social"),
+        "{url}"
+    );
+    let page = follow(&authorize(&url).await).await;
+    assert!(page.contains("received the authorization"), "{page}");
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("urn:li:person:782bbtaQ (Ada Lovelace)"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("urn:li:organization:123"),
+        "organizations listed: {stderr}"
+    );
+    no_secret("auth stdout", &stdout);
+    no_secret("auth stderr", &stderr);
+
+    let status = status_of(dir.path(), &[]);
+    assert!(
+        status.contains("linkedin: stored (postonce auth linkedin), account urn:li:person:782bbtaQ (Ada Lovelace), expires in"),
+        "{status}"
+    );
+    assert!(
+        status
+            .contains("postonce cannot refresh it: run `postonce auth linkedin` before it expires"),
+        "{status}"
+    );
+    // The secret file is the owner's only.
+    let file = dir.path().join("secrets").join("secret-credentials");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file)
+            .expect("stored")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // A first real post, with nothing but the stored credential.
+    let li = LinkedInFake::start(oauth::LINKEDIN_TOKEN).await;
+    let images = ImageHost::start().await;
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("LINKEDIN_API_URL", li.uri()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "first",
+            "--caption",
+            "Hello from postonce",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(body.contains("\"outcome\":\"posted\""), "{body}");
+    assert_eq!(li.posts_created(), 1);
+    assert_eq!(li.bad_headers(), 0, "the fake saw the stored token");
+    assert_eq!(li.last_create_body()["author"], "urn:li:person:782bbtaQ");
+    no_secret("post", &body);
+    no_secret("post (stderr)", &String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn threads_auth_by_paste_exchanges_for_the_long_lived_token_then_posts() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &threads_app(&fake),
+        &["auth", "threads", "--paste"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("redirect_uri=https%3A%2F%2F127.0.0.1%3A8080%2Fcallback"),
+        "{url}"
+    );
+    let location = authorize(&url).await;
+    assert!(location.ends_with("#_"), "Meta's #_: {location}");
+    auth.paste(&location);
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("@{} ({})", threads::USERNAME, threads::USER_ID)),
+        "{stdout}"
+    );
+    no_secret("auth stdout", &stdout);
+    no_secret("auth stderr", &stderr);
+    let status = status_of(dir.path(), &[]);
+    assert!(status.contains("threads: stored"), "{status}");
+    assert!(status.contains("postonce refreshes it"), "{status}");
+
+    let api = ThreadsFake::start().await;
+    api.set_fetch_images(false);
+    let images = ImageHost::start().await;
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("THREADS_API_URL", api.uri()),
+            ("POSTONCE_TARGETS", "threads".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "first",
+            "--caption",
+            "Hello, Threads",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(api.posts_created(), 1, "{body}");
+    assert_eq!(
+        api.bad_tokens(),
+        0,
+        "the fake saw the stored long-lived token"
+    );
+    no_secret("post", &body);
+}
+
+/// Each refusal: exit 2, a message naming the cause, nothing stored.
+fn refused(code: i32, stdout: &str, stderr: &str, dir: &Path, needle: &str) {
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} in {stderr}");
+    assert!(stderr.contains("nothing stored"), "{stderr}");
+    no_secret("refusal", stderr);
+    assert!(
+        !dir.join("secrets").join("secret-credentials").exists(),
+        "nothing stored"
+    );
+    assert!(status_of(dir, &[]).contains("linkedin: none"));
+}
+
+#[tokio::test]
+async fn a_wrong_state_a_refused_consent_a_code_used_twice_and_a_port_in_use_store_nothing() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let app = linkedin_app(&fake);
+
+    // A state from another authorization.
+    let mut auth = Running::start(postonce(dir.path(), &app, &["auth", "linkedin", "--paste"]));
+    let url = auth.url();
+    let location = authorize(&url).await;
+    let state = url
+        .split("state=")
+        .nth(1)
+        .and_then(|s| s.split('&').next())
+        .expect("state");
+    auth.paste(&location.replace(state, "forged-state"));
+    let (code, out, err) = auth.finish();
+    refused(code, &out, &err, dir.path(), "state does not match");
+    assert!(fake.used_codes().is_empty(), "the code was never exchanged");
+
+    // Refused consent, through the listener.
+    fake.set_refuse(true);
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &app,
+        &["auth", "linkedin", "--no-browser"],
+    ));
+    let url = auth.url();
+    follow(&authorize(&url).await).await;
+    let (code, out, err) = auth.finish();
+    refused(code, &out, &err, dir.path(), "user_cancelled_authorize");
+    fake.set_refuse(false);
+
+    // A code used twice: the first run spends it (and fails later, at a store that refuses
+    // nothing: here by pasting it into a run whose token endpoint takes it), the second is refused.
+    let mut first = Running::start(postonce(dir.path(), &app, &["auth", "linkedin", "--paste"]));
+    let location = authorize(&first.url()).await;
+    let code_value = location
+        .split("code=")
+        .nth(1)
+        .and_then(|s| s.split('&').next())
+        .expect("code")
+        .to_owned();
+    first.paste(&location);
+    let (c, o, e) = first.finish();
+    assert_eq!(c, 0, "{o}\n{e}");
+    let other = tempfile::tempdir().expect("dir");
+    let mut second = Running::start(postonce(
+        other.path(),
+        &app,
+        &["auth", "linkedin", "--paste"],
+    ));
+    second.url();
+    second.paste(&code_value);
+    let (code, out, err) = second.finish();
+    refused(code, &out, &err, other.path(), "invalid_grant");
+
+    // A port in use.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let out = run(&mut postonce(
+        other.path(),
+        &app,
+        &["auth", "linkedin", "--no-browser", "--port", &port],
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    refused(
+        out.status.code().unwrap_or(-1),
+        "",
+        &err,
+        other.path(),
+        &format!("port {port} on 127.0.0.1 is in use"),
+    );
+}
+
+#[tokio::test]
+async fn a_plain_variable_wins_and_auth_refuses_to_store_under_it() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut app = linkedin_app(&fake);
+    app.push(("LINKEDIN_ACCESS_TOKEN", "plain-SECRET7".into()));
+    app.push(("LINKEDIN_AUTHOR", "urn:li:person:plain".into()));
+    let out = run(&mut postonce(
+        dir.path(),
+        &app,
+        &["auth", "linkedin", "--no-browser"],
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("LINKEDIN_ACCESS_TOKEN is set and would take precedence"),
+        "{err}"
+    );
+    assert!(!err.contains("SECRET7"));
+    let status = status_of(dir.path(), &app);
+    assert!(
+        status.contains("linkedin: variable LINKEDIN_ACCESS_TOKEN"),
+        "{status}"
+    );
+    assert!(!status.contains("SECRET7"), "{status}");
+}
+
+/// `auth threads --paste` into `dir`, then the stored token made `age_s` old with `left_s` to
+/// go (as if it had been obtained then).
+async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_s: i64) {
+    let mut auth = Running::start(postonce(
+        dir,
+        &threads_app(fake),
+        &["auth", "threads", "--paste"],
+    ));
+    let location = authorize(&auth.url()).await;
+    auth.paste(&location);
+    let (code, out, err) = auth.finish();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let file = dir.join("secrets").join("secret-credentials");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    v["networks"]["threads"]["obtained_at"] = (now - age_s).into();
+    v["networks"]["threads"]["expires_at"] = (now + left_s).into();
+    std::fs::write(&file, v.to_string()).expect("aged");
+}
+
+/// Processes that each read the Threads account once (doctor's check), with the stored token.
+fn doctors(fake: &OAuthFake, dir: &Path, n: usize) -> Vec<Output> {
+    let vars = [
+        ("THREADS_API_URL", fake.uri()),
+        ("POSTONCE_TARGETS", "threads".to_owned()),
+    ];
+    let children: Vec<Child> = (0..n)
+        .map(|_| {
+            postonce(dir, &vars, &["doctor"])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("doctor starts")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("doctor ends"))
+        .collect()
+}
+
+#[tokio::test]
+async fn four_processes_racing_to_refresh_one_threads_token_refresh_it_once_and_all_use_the_new_one(
+) {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    // Two days old, ten days left: due (at least a day old, fewer than 30 days left).
+    threads_stored_and_aged(&fake, dir.path(), 2 * 86_400, 10 * 86_400).await;
+    let outs = doctors(&fake, dir.path(), 4);
+    assert_eq!(fake.refresh_calls(), 1, "one refresh for four processes");
+    let latest = fake.threads_token();
+    assert_ne!(latest, threads::TOKEN);
+    let used = fake.limit_tokens();
+    assert_eq!(used.len(), 4, "each process read the account once");
+    assert!(
+        used.iter().all(|t| *t == latest),
+        "every process used the new token"
+    );
+    for out in &outs {
+        no_secret("doctor", &String::from_utf8_lossy(&out.stdout));
+        no_secret("doctor (stderr)", &String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(&latest));
+    }
+    let status = status_of(dir.path(), &[]);
+    assert!(status.contains("threads: stored"), "{status}");
+    assert!(
+        status.contains("expires in 59 days"),
+        "the refreshed expiry: {status}"
+    );
+    // Not due any more: the next processes refresh nothing.
+    doctors(&fake, dir.path(), 2);
+    assert_eq!(fake.refresh_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_refresh_answer_is_refreshed_again_safely_by_the_next_process() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    threads_stored_and_aged(&fake, dir.path(), 2 * 86_400, 10 * 86_400).await;
+    fake.lose_next_refresh();
+    doctors(&fake, dir.path(), 1);
+    assert_eq!(fake.refresh_calls(), 1);
+    assert_eq!(
+        fake.limit_tokens(),
+        vec![threads::TOKEN.to_owned()],
+        "the old token still served"
+    );
+    // What the store holds: the old token, the failure, no lease left behind.
+    let file = dir.path().join("secrets").join("secret-credentials");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    assert_eq!(
+        v["networks"]["threads"]["secrets"]["THREADS_ACCESS_TOKEN"],
+        threads::TOKEN
+    );
+    let state = &v["state"]["threads"];
+    assert!(
+        state["refresh_failed"]
+            .as_str()
+            .is_some_and(|s| s.contains("HTTP 500")),
+        "{state}"
+    );
+    assert!(state["refreshing_until"].is_null(), "{state}");
+    doctors(&fake, dir.path(), 1);
+    assert_eq!(fake.refresh_calls(), 2, "refreshed again");
+    assert_eq!(fake.limit_tokens().last(), Some(&fake.threads_token()));
+    let status = status_of(dir.path(), &[("THREADS_API_URL", fake.uri())]);
+    assert!(
+        status.contains("expires in 59 days") && !status.contains("failed"),
+        "{status}"
+    );
+    assert_eq!(fake.refresh_calls(), 2, "nothing left to refresh");
+}
+
+#[tokio::test]
+async fn mastodon_auth_registers_the_app_authorizes_with_pkce_then_posts() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let instance = [("MASTODON_URL", fake.uri())];
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &instance,
+        &["auth", "mastodon", "--no-browser"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("code_challenge_method=S256")
+            && url.contains("scope=write%3Astatuses+write%3Amedia+read%3Astatuses+profile"),
+        "{url}"
+    );
+    follow(&authorize(&url).await).await;
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("@postonce on {}", fake.uri())),
+        "{stdout}"
+    );
+    no_secret("auth", &format!("{stdout}{stderr}"));
+    let api = support::mastodon::MastodonFake::start().await;
+    let images = ImageHost::start().await;
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("MASTODON_URL", api.uri()),
+            ("POSTONCE_TARGETS", "mastodon".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "toot",
+            "--caption",
+            "Hello, Mastodon",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(api.statuses_created(), 1, "{body}");
+    assert_eq!(api.bad_tokens(), 0, "the stored token reached the instance");
+}
