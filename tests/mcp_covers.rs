@@ -27,9 +27,29 @@ type Client = RunningService<RoleClient, ClientConfig>;
 /// The user the server runs as when the tests run as root (root reads a file of mode 000).
 const NOBODY: u32 = 65534;
 
+/// A copy of the binary that another user can run: the build folder may sit in root's home
+/// (mode 0700), as it does in CI (`~/.cache/postonce/target`). Made once per test process.
+fn runnable_by_anyone() -> std::path::PathBuf {
+    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("postonce-mcp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder for the binary");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("0755");
+        let to = dir.join("postonce");
+        std::fs::copy(env!("CARGO_BIN_EXE_postonce"), &to).expect("copy the binary");
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("0755");
+        to
+    })
+    .clone()
+}
+
 /// Starts `postonce mcp` with the environment's variables and `extra`, as `uid` when given.
 async fn connect(env: &Env, extra: &[(&str, String)], uid: Option<u32>) -> Client {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_postonce"));
+    let binary = match uid {
+        Some(_) => runnable_by_anyone(),
+        None => env!("CARGO_BIN_EXE_postonce").into(),
+    };
+    let mut cmd = tokio::process::Command::new(binary);
     cmd.arg("mcp")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default());
