@@ -261,6 +261,16 @@ pub enum PutPosted {
     Exists(PostedRecord),
 }
 
+/// The statuses a draft can be (re)scheduled, cancelled or delayed from: not in flight, not
+/// posted.
+pub const SCHEDULABLE: [DraftStatus; 5] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
+    DraftStatus::Cancelled,
+];
+
 /// A change of a draft's state. Applied only if the draft exists and its status is one of
 /// `from` (empty: any status).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -369,6 +379,21 @@ pub trait RecordStore: Send + Sync {
         source: &str,
         now: i64,
     ) -> Result<Draft, StoreError>;
+
+    /// Stores a draft's content and schedules it for `at` (Unix seconds) in the same one
+    /// request (issue 30, finding 2: a draft sent with a time is never stored due before it):
+    /// status `scheduled`, `publish_at` and the due time `at`, told afresh, no error or retry
+    /// time kept. Applied only to a draft that is absent or in one of the statuses a draft can
+    /// be (re)scheduled from ([`SCHEDULABLE`]); otherwise (an attempt is out, or it is posted)
+    /// nothing is written and the answer is `None`.
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError>;
 
     /// The record and the draft, strongly consistent; with `caption_hash`, also which key
     /// already posted that caption (one request).

@@ -156,6 +156,48 @@ pub(super) async fn save_draft(
     }
 }
 
+/// [`RecordStore::save_scheduled`]: one conditional `UpdateItem` that stores the content and
+/// the schedule together; `None` when the draft is in a status it may not be scheduled from.
+pub(super) async fn save_scheduled(
+    store: &DynamoStore,
+    key: &PostKey,
+    content: &DraftContent,
+    source: &str,
+    at: i64,
+    now: i64,
+) -> Result<Option<Draft>, StoreError> {
+    let mut e = draft_update(store.ns, &DraftUpdate::Schedule { at }, now);
+    e.set("key", s(key.to_string()))
+        .set("caption", s(&content.caption))
+        .set("image", s(&content.image))
+        .set_opt("link", content.link.as_ref().map(s))
+        .set_opt("alt", content.alt.as_ref().map(s))
+        .set_if_absent("attempts", n(0))
+        .set_if_absent("created_at", n(now))
+        .set_if_absent("source", s(source));
+    let st = e.name("status");
+    let open: Vec<String> = crate::record::SCHEDULABLE
+        .iter()
+        .map(|f| e.value(s(f.as_str())))
+        .collect();
+    let condition = format!("attribute_not_exists(pk) OR {st} IN ({})", open.join(", "));
+    let result = store
+        .update_draft_item(key, e, condition)
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => match out.attributes {
+            Some(item) => draft_from_item(&item).map(Some),
+            None => Err(StoreError(format!("the draft {key} was not returned"))),
+        },
+        Err(err) => match err.into_service_error() {
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(None),
+            other => Err(sdk_err("UpdateItem (draft)", other)),
+        },
+    }
+}
+
 /// [`RecordStore::put_posted`]: the record (if absent), the draft's mark and the caption index
 /// in one transaction; a record already there is returned.
 pub(super) async fn put_posted(

@@ -136,6 +136,19 @@ impl RecordStore for LocalStore {
             .await
     }
 
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let (key, content, source) = (key.to_string(), content.clone(), source.to_owned());
+        self.run(move |f| f.save_scheduled(&key, content, &source, at, now))
+            .await
+    }
+
     async fn load(
         &self,
         key: &PostKey,

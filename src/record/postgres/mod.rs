@@ -215,6 +215,42 @@ impl RecordStore for PgStore {
         }
     }
 
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let sql = update::SAVE_SCHEDULED;
+        let (ns, k) = (self.ns.to_owned(), key.to_string());
+        let c2 = content.clone();
+        let source = source.to_owned();
+        let open: Vec<String> = crate::record::SCHEDULABLE
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        let v: Option<serde_json::Value> = self
+            .db
+            .with("save scheduled draft", |c| async move {
+                let st = c.prepare_cached(sql).await?;
+                let row = c
+                    .query_opt(
+                        &st,
+                        &[
+                            &ns, &k, &c2.caption, &c2.image, &c2.link, &c2.alt, &source, &now,
+                            &at, &open,
+                        ],
+                    )
+                    .await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)?;
+        v.map(rows::draft).transpose()
+    }
+
     async fn load(
         &self,
         key: &PostKey,

@@ -50,6 +50,21 @@ impl Sql {
     }
 }
 
+/// [`crate::record::RecordStore::save_scheduled`]: the content and the schedule in one
+/// statement, applied to a draft that is absent or whose status is one of `$10`.
+pub const SAVE_SCHEDULED: &str = "INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
+        attempts, retryable, reminded, delay_told, source, created_at, updated_at,
+        publish_at, due_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'scheduled', 0, true, false, false, $7, $8, $8, $9, $9)
+    ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
+        image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
+        updated_at = EXCLUDED.updated_at, source = coalesce(d.source, EXCLUDED.source),
+        status = 'scheduled', publish_at = EXCLUDED.publish_at, due_at = EXCLUDED.due_at,
+        delay_told = false, reminded = false, retryable = true, last_error = NULL,
+        next_retry_at = NULL, pending = NULL, pending_run = NULL
+    WHERE d.status = ANY($10)
+    RETURNING to_jsonb(d)";
+
 fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
 }
