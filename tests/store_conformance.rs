@@ -419,6 +419,57 @@ async fn the_due_index_under_racing_sweeps() {
     }
 }
 
+/// A draft sent with a time (issue 30, finding 2) is stored and scheduled in one write: new,
+/// it is `scheduled` at once and due only at its time; a failed or cancelled one is scheduled
+/// again with its new content; one with an attempt out or posted is left as it is (`None`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draft_is_stored_scheduled_in_one_write() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let k = key();
+        let d =
+            f.a.save_scheduled(&k, &content("x"), "ci", 5_000, 100)
+                .await
+                .expect("save")
+                .expect("scheduled");
+        assert_eq!(
+            (d.status, d.publish_at, d.due_at),
+            (DraftStatus::Scheduled, Some(5_000), Some(5_000)),
+            "{name}"
+        );
+        assert_eq!(d.content.as_ref().map(|c| c.caption.as_str()), Some("x"));
+        let due = f.b.due_drafts(&[DraftStatus::New, DraftStatus::Scheduled], 4_999);
+        assert!(
+            !due.await.expect("due").iter().any(|d| d.key == k.to_string()),
+            "{name}: never due before its time"
+        );
+        let failed = DraftUpdate::Failed {
+            error: "e".into(),
+            retryable: true,
+            next_retry_at: Some(200),
+        };
+        let from = [DraftStatus::Scheduled];
+        assert!(f.a.update_draft(&k, &failed, &from, 150).await.expect("fail"));
+        let again =
+            f.b.save_scheduled(&k, &content("y"), "ci", 6_000, 160)
+                .await
+                .expect("save")
+                .expect("scheduled again");
+        assert_eq!(
+            (again.status, again.due_at, again.last_error.as_deref()),
+            (DraftStatus::Scheduled, Some(6_000), None),
+            "{name}"
+        );
+        assert_eq!(again.content.map(|c| c.caption), Some("y".into()));
+        let from = [DraftStatus::Scheduled];
+        assert!(f.a.update_draft(&k, &intent("run-a"), &from, 170).await.expect("intent"));
+        let out = f.b.save_scheduled(&k, &content("z"), "ci", 7_000, 180).await;
+        assert_eq!(out.expect("save"), None, "{name}: an attempt is out");
+        let d = f.a.load(&k, None).await.expect("load").draft.expect("draft");
+        assert_eq!(d.status, DraftStatus::Unknown, "{name}");
+    }
+}
+
 /// PostgreSQL, the one store here with row locks: a listing (`status --all`, `schedule list`,
 /// the MCP tools, and a sweep's) shows a draft whose row another connection holds locked (a run
 /// updating it, its transaction still open), and answers at once: it neither skips the row
