@@ -870,8 +870,8 @@ async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
         let env = Env::with(
             stores,
             &[
-                ("POSTONCE_FUNCTION_TIMEOUT_S", "6"),
-                ("POSTONCE_CLAIM_TTL_S", "7"),
+                ("POSTONCE_FUNCTION_TIMEOUT_S", "8"),
+                ("POSTONCE_CLAIM_TTL_S", "9"),
             ],
         )
         .await;
@@ -888,7 +888,7 @@ async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
         assert_ne!(retried.outcome, OutcomeKind::Posted, "{}", retried.detail);
         assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0, "the Retry posted early");
         // Past a claim's time a `new` draft counts as one whose trigger died: the sweep runs it.
-        tokio::time::sleep(Duration::from_secs(8)).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
         let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
         assert_eq!(
             env.linkedin.posts_containing(key.slug()).len(),

@@ -192,6 +192,15 @@ impl RecordStore for DynamoStore {
         writes::save_scheduled(self, key, content, source, at, now).await
     }
 
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        writes::start_attempt(self, key, from, now).await
+    }
+
     async fn load(
         &self,
         key: &PostKey,

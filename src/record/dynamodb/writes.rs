@@ -116,7 +116,9 @@ pub(super) async fn save_draft(
         .set_if_absent("attempts", n(0))
         .set_if_absent("retryable", AttributeValue::Bool(true))
         .set_if_absent("created_at", n(now))
-        .set_if_absent("source", s(source));
+        .set_if_absent("source", s(source))
+        // The run that stores it starts an attempt (issue 30, finding 3).
+        .set("started", n(1));
     // A posted draft that holds its record's copy is left alone, and its copy comes back
     // with the failed condition: the caller learns it is posted from this one request.
     let (st, rec) = (e.name("status"), e.name("record"));
@@ -191,6 +193,42 @@ pub(super) async fn save_scheduled(
             Some(item) => draft_from_item(&item).map(Some),
             None => Err(StoreError(format!("the draft {key} was not returned"))),
         },
+        Err(err) => match err.into_service_error() {
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(None),
+            other => Err(sdk_err("UpdateItem (draft)", other)),
+        },
+    }
+}
+
+/// [`RecordStore::start_attempt`]: one conditional `UpdateItem` that returns the draft.
+pub(super) async fn start_attempt(
+    store: &DynamoStore,
+    key: &PostKey,
+    from: &[DraftStatus],
+    now: i64,
+) -> Result<Option<Draft>, StoreError> {
+    let mut e = Expr::default();
+    e.count_started()
+        .set("started", n(1))
+        .set("updated_at", n(now));
+    let (st, due) = (e.name("status"), e.name("due_at"));
+    let mut open = Vec::new();
+    for f in from.iter().filter(|f| **f != DraftStatus::Scheduled) {
+        open.push(e.value(s(f.as_str())));
+    }
+    let mut condition = format!("attribute_exists(pk) AND ({st} IN ({})", open.join(", "));
+    if from.contains(&DraftStatus::Scheduled) {
+        let (sched, now_v) = (e.value(s(DraftStatus::Scheduled.as_str())), e.value(n(now)));
+        condition.push_str(&format!(" OR ({st} = {sched} AND {due} <= {now_v})"));
+    }
+    condition.push(')');
+    let result = store
+        .update_draft_item(key, e, condition)
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => out.attributes.map(|item| draft_from_item(&item)).transpose(),
         Err(err) => match err.into_service_error() {
             aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(None),
             other => Err(sdk_err("UpdateItem (draft)", other)),

@@ -149,6 +149,16 @@ impl RecordStore for LocalStore {
             .await
     }
 
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let (key, from) = (key.to_string(), from.to_vec());
+        self.run(move |f| f.start_attempt(&key, &from, now)).await
+    }
+
     async fn load(
         &self,
         key: &PostKey,

@@ -163,11 +163,12 @@ impl RecordStore for PgStore {
         let sql = format!(
             "WITH up AS (
                 INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
-                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at)
-                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8)
+                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at,
+                    started)
+                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8, 1)
                 ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
                     image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
-                    updated_at = EXCLUDED.updated_at,
+                    updated_at = EXCLUDED.updated_at, started = 1,
                     source = coalesce(d.source, EXCLUDED.source),
                     due_at = CASE WHEN d.status IN ('posted', 'cancelled') THEN d.due_at
                                   ELSE coalesce(d.due_at, EXCLUDED.due_at) END
@@ -243,6 +244,33 @@ impl RecordStore for PgStore {
                             &at, &open,
                         ],
                     )
+                    .await?;
+                row.map(|r| r.try_get(0)).transpose()
+            })
+            .await
+            .map_err(err)?;
+        v.map(rows::draft).transpose()
+    }
+
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let (ns, k) = (self.ns.to_owned(), key.to_string());
+        let open: Vec<String> = from
+            .iter()
+            .filter(|s| **s != DraftStatus::Scheduled)
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        let scheduled = from.contains(&DraftStatus::Scheduled);
+        let v: Option<serde_json::Value> = self
+            .db
+            .with("start attempt", |c| async move {
+                let st = c.prepare_cached(update::START_ATTEMPT).await?;
+                let row = c
+                    .query_opt(&st, &[&ns, &k, &open, &now, &scheduled])
                     .await?;
                 row.map(|r| r.try_get(0)).transpose()
             })

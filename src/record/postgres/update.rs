@@ -65,6 +65,15 @@ pub const SAVE_SCHEDULED: &str = "INSERT INTO postonce_drafts AS d (ns, key, cap
     WHERE d.status = ANY($10)
     RETURNING to_jsonb(d)";
 
+/// [`crate::record::RecordStore::start_attempt`]: `$1` the namespace, `$2` the key, `$3` the
+/// statuses it starts from besides `scheduled`, `$4` now, `$5` whether a due `scheduled` one
+/// starts too.
+pub const START_ATTEMPT: &str = "UPDATE postonce_drafts AS d
+    SET attempts = d.attempts + d.started, started = 1, updated_at = $4
+    WHERE d.ns = $1 AND d.key = $2
+        AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
+    RETURNING to_jsonb(d)";
+
 fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
 }
@@ -133,6 +142,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Unknown)
                 .set("pending", json(&kept))
                 .set("pending_run", p.run.clone())
+                .raw("started = 0")
                 .raw("reminded = false")
                 .raw("retryable = true");
         }
@@ -144,6 +154,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Failed)
                 .raw("reminded = false")
                 .raw("attempts = d.attempts + 1")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .set("retryable", *retryable)
                 .set("next_retry_at", *next_retry_at)
@@ -153,6 +164,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Unknown)
                 .raw("reminded = false")
                 .raw("attempts = d.attempts + 1")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .set("retryable", !ask_owner);
         }
@@ -165,6 +177,8 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::NeedsReview { error } => {
             q.status(DraftStatus::NeedsReview)
+                .raw("attempts = d.attempts + d.started")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .raw("reminded = false")
                 .raw("next_retry_at = NULL");
