@@ -260,7 +260,11 @@ fn the_worst_covers_never_kill_the_process_in_the_functions_memory() {
             assert_eq!(out.status.code(), Some(0), "{name}: {err}");
             continue;
         }
-        assert_eq!(out.status.code(), Some(2), "{name}: refused as bad input: {err}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: refused as bad input: {err}"
+        );
         assert!(
             err.contains("MB of memory") && err.contains(" pixels") && !err.contains("corrupt"),
             "{name}: the refusal names the size and the memory: {err}"

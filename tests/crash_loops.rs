@@ -108,7 +108,12 @@ async fn a_run_killed_the_same_way_every_time_ends_in_front_of_its_owner_once() 
     }
     fail::remove("before-cover");
     past_a_claim().await;
-    let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     let d = stored(&env, &key).await.expect("the draft");
     assert_eq!(d.status, DraftStatus::NeedsReview, "{report:?}");
     assert_eq!((d.attempts, d.started), (3, false), "{d:?}");
@@ -118,12 +123,23 @@ async fn a_run_killed_the_same_way_every_time_ends_in_front_of_its_owner_once() 
     );
     assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0);
     assert_eq!(told(&env, &key), 1, "told exactly once");
-    let waiting = env.app.pipeline.waiting(&env.deadline()).await.expect("status --all");
+    let waiting = env
+        .app
+        .pipeline
+        .waiting(&env.deadline())
+        .await
+        .expect("status --all");
     assert!(
-        waiting.iter().any(|w| w.key == key.to_string() && w.status == "needs_review"),
+        waiting
+            .iter()
+            .any(|w| w.key == key.to_string() && w.status == "needs_review"),
         "{waiting:?}"
     );
-    env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+    env.app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
     assert_eq!(told(&env, &key), 1, "and not again");
     assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0);
 }
@@ -150,7 +166,12 @@ async fn one_bad_draft_never_takes_the_sweeps_other_drafts_down_with_it() {
     let mut req = env.request(&good, Some(env.announcement(&good)));
     req.publish_at = Some(now_s() + 2);
     let scheduled = env.app.pipeline.run(req, env.deadline()).await;
-    assert_eq!(scheduled.outcome, OutcomeKind::Scheduled, "{}", scheduled.detail);
+    assert_eq!(
+        scheduled.outcome,
+        OutcomeKind::Scheduled,
+        "{}",
+        scheduled.detail
+    );
     past_a_claim().await;
     let before = stored(&env, &bad).await.map(|d| d.updated_at);
     kill_once_started(&env, &bad, before, spawn_sweep(&env)).await;

@@ -886,10 +886,19 @@ async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
         assert_eq!(first.outcome, OutcomeKind::Failed, "{}", first.detail);
         let retried = env.retry(&key).await;
         assert_ne!(retried.outcome, OutcomeKind::Posted, "{}", retried.detail);
-        assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0, "the Retry posted early");
+        assert_eq!(
+            env.linkedin.posts_containing(key.slug()).len(),
+            0,
+            "the Retry posted early"
+        );
         // Past a claim's time a `new` draft counts as one whose trigger died: the sweep runs it.
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let report = env.app.pipeline.sweep(&env.deadline()).await.expect("sweep");
+        let report = env
+            .app
+            .pipeline
+            .sweep(&env.deadline())
+            .await
+            .expect("sweep");
         assert_eq!(
             env.linkedin.posts_containing(key.slug()).len(),
             0,
@@ -899,7 +908,12 @@ async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
         assert_eq!(sent.outcome, OutcomeKind::Scheduled, "{}", sent.detail);
         assert_eq!(draft_status(&env, &key).await, Some(DraftStatus::Scheduled));
         let retried = env.retry(&key).await;
-        assert_eq!(retried.outcome, OutcomeKind::Scheduled, "{}", retried.detail);
+        assert_eq!(
+            retried.outcome,
+            OutcomeKind::Scheduled,
+            "{}",
+            retried.detail
+        );
         assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0);
     }
 }

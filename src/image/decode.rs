@@ -66,11 +66,8 @@ pub fn declared(bytes: &[u8]) -> Result<Header, String> {
     if need.bytes > MEMORY_BUDGET {
         return Err(format!(
             "{}; it was not decoded",
-            need.refusal(h.width, h.height).replacen(
-                "the image",
-                &format!("the {format}"),
-                1
-            )
+            need.refusal(h.width, h.height)
+                .replacen("the image", &format!("the {format}"), 1)
         ));
     }
     Ok(h)
@@ -89,13 +86,15 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     // The decoder's own count of what it allocates stops it at the budget too; that refusal
     // names the size, never "corrupt" (a valid image the estimate let through).
     let (w, ht) = (h.width, h.height);
-    let corrupt = |e: image::ImageError| match e {
+    let corrupt = |e: image::ImageError| {
+        match e {
         image::ImageError::Limits(l) => format!(
             "the {format} is {w}×{ht} ({} pixels) and needs more memory to decode than the {} MB postonce allows itself ({l}); make it smaller",
             u64::from(w) * u64::from(ht),
             MEMORY_BUDGET / 1_000_000
         ),
         e => format!("the {format} is corrupt: {e}"),
+    }
     };
     let limits = || {
         let mut l = image::Limits::default();

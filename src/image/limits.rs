@@ -246,7 +246,11 @@ fn jpeg_cost(b: &[u8]) -> Cost {
         direct: comps.len() != 1,
         kind: format!(
             "a {} JPEG, {sampling}",
-            if progressive { "progressive" } else { "baseline" }
+            if progressive {
+                "progressive"
+            } else {
+                "baseline"
+            }
         ),
     }
 }
@@ -330,7 +334,13 @@ fn find(hay: &[u8], needle: &[u8]) -> bool {
 /// How many frames a GIF holds (2 means "more than one": counting stops there), walking its
 /// blocks without decoding any.
 fn gif_frames(b: &[u8]) -> u32 {
-    let table = |flags: u8| if flags & 0x80 != 0 { 3usize << ((flags & 7) + 1) } else { 0 };
+    let table = |flags: u8| {
+        if flags & 0x80 != 0 {
+            3usize << ((flags & 7) + 1)
+        } else {
+            0
+        }
+    };
     let mut i = 13 + b.get(10).map_or(0, |f| table(*f));
     let skip_blocks = |mut i: usize| {
         while let Some(&n) = b.get(i) {

@@ -303,7 +303,9 @@ impl Pipeline {
                 } else {
                     draft.last_error.clone().unwrap_or_default()
                 };
-                let update = DraftUpdate::NeedsReview { error: error.clone() };
+                let update = DraftUpdate::NeedsReview {
+                    error: error.clone(),
+                };
                 if lane
                     .note(&key, dl, &update, &[draft.status], "needs_review")
                     .await

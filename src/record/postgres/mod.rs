@@ -15,6 +15,7 @@
 //! record write whose answer was lost is answered by reading what is stored, never guessed.
 
 mod rows;
+mod starts;
 mod update;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -224,32 +225,7 @@ impl RecordStore for PgStore {
         at: i64,
         now: i64,
     ) -> Result<Option<Draft>, StoreError> {
-        let sql = update::SAVE_SCHEDULED;
-        let (ns, k) = (self.ns.to_owned(), key.to_string());
-        let c2 = content.clone();
-        let source = source.to_owned();
-        let open: Vec<String> = crate::record::SCHEDULABLE
-            .iter()
-            .map(|s| s.as_str().to_owned())
-            .collect();
-        let v: Option<serde_json::Value> = self
-            .db
-            .with("save scheduled draft", |c| async move {
-                let st = c.prepare_cached(sql).await?;
-                let row = c
-                    .query_opt(
-                        &st,
-                        &[
-                            &ns, &k, &c2.caption, &c2.image, &c2.link, &c2.alt, &source, &now,
-                            &at, &open,
-                        ],
-                    )
-                    .await?;
-                row.map(|r| r.try_get(0)).transpose()
-            })
-            .await
-            .map_err(err)?;
-        v.map(rows::draft).transpose()
+        starts::save_scheduled(self, key, content, source, at, now).await
     }
 
     async fn start_attempt(
@@ -258,25 +234,7 @@ impl RecordStore for PgStore {
         from: &[DraftStatus],
         now: i64,
     ) -> Result<Option<Draft>, StoreError> {
-        let (ns, k) = (self.ns.to_owned(), key.to_string());
-        let open: Vec<String> = from
-            .iter()
-            .filter(|s| **s != DraftStatus::Scheduled)
-            .map(|s| s.as_str().to_owned())
-            .collect();
-        let scheduled = from.contains(&DraftStatus::Scheduled);
-        let v: Option<serde_json::Value> = self
-            .db
-            .with("start attempt", |c| async move {
-                let st = c.prepare_cached(update::START_ATTEMPT).await?;
-                let row = c
-                    .query_opt(&st, &[&ns, &k, &open, &now, &scheduled])
-                    .await?;
-                row.map(|r| r.try_get(0)).transpose()
-            })
-            .await
-            .map_err(err)?;
-        v.map(rows::draft).transpose()
+        starts::start_attempt(self, key, from, now).await
     }
 
     async fn load(

@@ -52,7 +52,8 @@ impl Sql {
 
 /// [`crate::record::RecordStore::save_scheduled`]: the content and the schedule in one
 /// statement, applied to a draft that is absent or whose status is one of `$10`.
-pub const SAVE_SCHEDULED: &str = "INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
+pub const SAVE_SCHEDULED: &str =
+    "INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
         attempts, retryable, reminded, delay_told, source, created_at, updated_at,
         publish_at, due_at)
     VALUES ($1, $2, $3, $4, $5, $6, 'scheduled', 0, true, false, false, $7, $8, $8, $9, $9)
