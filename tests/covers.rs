@@ -278,3 +278,65 @@ async fn an_image_fetch_never_uses_the_environments_proxy() {
     assert_eq!(env.images.hits("/cover.png").await, 1);
     assert_eq!(env.linkedin.create_requests(), 1);
 }
+
+/// Issue 30, findings 3 and 9: the covers that take a decoder the most memory, each run through
+/// `postonce post` (local mode, every target a dry run; LinkedIn takes the original, the
+/// channel a rendition) under the memory the template gives the function: `prlimit --as` of
+/// 256 MiB (util-linux), with glibc's arenas kept to two so that the limit measures what is
+/// used. The process never dies: each cover is handled (exit 0) or refused before it is
+/// decoded (exit 2) with its size and the memory it would need named, never as "corrupt".
+/// Without the estimate, the progressive JPEG's coefficients (which the decoder's own
+/// allocation limit does not count) end the process on a failed allocation.
+#[test]
+fn the_worst_covers_never_kill_the_process_in_the_functions_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, bool); 4] = [
+        // 36 MP, progressive, 4:4:4: about 324 MB in the decoder.
+        ("progressive", covers::progressive_jpeg(6000, 6000), false),
+        // 16.8 MP, two frames: about 280 MB in the decoder.
+        ("animated", covers::animated_gif(4200, 4000, 2), false),
+        // 14 MP of 16-bit RGBA: 112 MB decoded, then a rendition's copies.
+        ("deep", covers::png16(4000, 3500), false),
+        // 12 MP, baseline: within the budget, posted (dry run) with a rendition.
+        ("baseline", covers::jpeg(4000, 3000, 85), true),
+    ];
+    for (i, (name, bytes, handled)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("{name}.img"));
+        std::fs::write(&path, &bytes).unwrap();
+        let out = std::process::Command::new("prlimit")
+            .arg(format!("--as={}", 256u64 << 20))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_postonce"))
+            .args(["post", "--kind", "cover", "--slug"])
+            .arg(format!("worst-{i}"))
+            .args(["--caption", &format!("The {name} cover"), "--image"])
+            .arg(&path)
+            .args(["--targets", "linkedin,telegram"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("POSTONCE_DATA_DIR", dir.path().join("data"))
+            .env("MALLOC_ARENA_MAX", "2")
+            .env("RUST_LOG", "off")
+            .output()
+            .expect("prlimit (util-linux) runs the binary: apt-get install -y util-linux");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code().is_some(),
+            "{name}: the process died under 256 MiB ({}): {err}",
+            out.status
+        );
+        if handled {
+            assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: refused as bad input: {err}"
+        );
+        assert!(
+            err.contains("MB of memory") && err.contains(" pixels") && !err.contains("corrupt"),
+            "{name}: the refusal names the size and the memory: {err}"
+        );
+    }
+}

@@ -104,7 +104,8 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
     }
     assert_eq!(
         pg.psql("postgres", "SELECT count(*) FROM postonce_schema"),
-        "1"
+        postonce::postgres::migrate::LATEST.to_string(),
+        "one row per migration"
     );
     let again = binary(&vars, &["db", "migrate"]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to do"));
@@ -155,11 +156,11 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
     assert_eq!(env.linkedin.posts_created(), 1, "the scheduled draft waits");
     let doctor = binary(&vars, &["doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout).to_string();
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("✓ PostgreSQL: connected; schema version 1; clock skew")),
-        "{text}"
+    let connected = format!(
+        "✓ PostgreSQL: connected; schema version {}; clock skew",
+        postonce::postgres::migrate::LATEST
     );
+    assert!(text.lines().any(|l| l.starts_with(&connected)), "{text}");
     // The claims live in the database too (REDIS_URL unset): the line names it, not files.
     assert!(
         text.lines().any(|l| l
@@ -424,12 +425,13 @@ async fn tls_with_libpq_sslmodes() {
         "{}?sslmode=verify-full&sslrootcert={ca}",
         base("localhost")
     ));
-    assert_eq!(full.schema_version().await.expect("verify-full"), 1);
+    use postonce::postgres::migrate::LATEST;
+    assert_eq!(full.schema_version().await.expect("verify-full"), LATEST);
     let chain = open(format!(
         "{}?sslmode=verify-ca&sslrootcert={ca}",
         base("localhost")
     ));
-    assert_eq!(chain.schema_version().await.expect("verify-ca"), 1);
+    assert_eq!(chain.schema_version().await.expect("verify-ca"), LATEST);
     // The Mozilla roots do not know the test CA: verify-full refuses, without the password.
     let unknown = open(format!("{}?sslmode=verify-full", base("localhost")));
     let e = unknown
@@ -444,8 +446,11 @@ async fn tls_with_libpq_sslmodes() {
         "postgres://postonce:{PASSWORD}@127.0.0.1:{dead},localhost:{}/postgres?sslmode=verify-full&sslrootcert={ca}",
         pg.port()
     ));
-    assert_eq!(several.schema_version().await.expect("several hosts"), 1);
+    assert_eq!(
+        several.schema_version().await.expect("several hosts"),
+        LATEST
+    );
     // The default (prefer) meets the TLS server.
     let prefer = open(base("127.0.0.1"));
-    assert_eq!(prefer.schema_version().await.expect("prefer"), 1);
+    assert_eq!(prefer.schema_version().await.expect("prefer"), LATEST);
 }

@@ -856,3 +856,64 @@ async fn the_sweep_takes_due_drafts_oldest_first() {
         "posted in the order they were due, oldest first"
     );
 }
+
+/// Issue 30, finding 2: a draft sent with a time to come is stored `scheduled` in the one write
+/// that stores it, so nothing that fails or dies around that write can leave it due before its
+/// time. Here the store step fails for this key (the fail point `before-schedule`, where a
+/// half-done store left the draft `new` and unscheduled before the fix); then a Retry, and a
+/// sweep once a claim's time has passed (when a `new` draft's trigger counts as dead), post
+/// nothing: counted as creates at the LinkedIn fake. Sent again, it is scheduled, and a Retry
+/// still posts nothing before its time. On DynamoDB and in local mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
+    for stores in [Stores::Real, Stores::Local] {
+        let env = Env::with(
+            stores,
+            &[
+                ("POSTONCE_FUNCTION_TIMEOUT_S", "8"),
+                ("POSTONCE_CLAIM_TTL_S", "9"),
+            ],
+        )
+        .await;
+        off(&env);
+        let key = env.key();
+        let at = now_s() + 3600;
+        let mut req = env.request(&key, Some(env.announcement(&key)));
+        req.publish_at = Some(at);
+        fail::cfg("before-schedule", &format!("return({key})")).expect("fail point");
+        let first = env.app.pipeline.run(req.clone(), env.deadline()).await;
+        fail::remove("before-schedule");
+        assert_eq!(first.outcome, OutcomeKind::Failed, "{}", first.detail);
+        let retried = env.retry(&key).await;
+        assert_ne!(retried.outcome, OutcomeKind::Posted, "{}", retried.detail);
+        assert_eq!(
+            env.linkedin.posts_containing(key.slug()).len(),
+            0,
+            "the Retry posted early"
+        );
+        // Past a claim's time a `new` draft counts as one whose trigger died: the sweep runs it.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let report = env
+            .app
+            .pipeline
+            .sweep(&env.deadline())
+            .await
+            .expect("sweep");
+        assert_eq!(
+            env.linkedin.posts_containing(key.slug()).len(),
+            0,
+            "the sweep posted early: {report:?}"
+        );
+        let sent = env.app.pipeline.run(req, env.deadline()).await;
+        assert_eq!(sent.outcome, OutcomeKind::Scheduled, "{}", sent.detail);
+        assert_eq!(draft_status(&env, &key).await, Some(DraftStatus::Scheduled));
+        let retried = env.retry(&key).await;
+        assert_eq!(
+            retried.outcome,
+            OutcomeKind::Scheduled,
+            "{}",
+            retried.detail
+        );
+        assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0);
+    }
+}

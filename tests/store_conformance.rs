@@ -419,6 +419,179 @@ async fn the_due_index_under_racing_sweeps() {
     }
 }
 
+/// A draft sent with a time (issue 30, finding 2) is stored and scheduled in one write: new,
+/// it is `scheduled` at once and due only at its time; a failed or cancelled one is scheduled
+/// again with its new content; one with an attempt out or posted is left as it is (`None`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draft_is_stored_scheduled_in_one_write() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let k = key();
+        let d =
+            f.a.save_scheduled(&k, &content("x"), "ci", 5_000, 100)
+                .await
+                .expect("save")
+                .expect("scheduled");
+        assert_eq!(
+            (d.status, d.publish_at, d.due_at),
+            (DraftStatus::Scheduled, Some(5_000), Some(5_000)),
+            "{name}"
+        );
+        assert_eq!(d.content.as_ref().map(|c| c.caption.as_str()), Some("x"));
+        let due =
+            f.b.due_drafts(&[DraftStatus::New, DraftStatus::Scheduled], 4_999);
+        assert!(
+            !due.await
+                .expect("due")
+                .iter()
+                .any(|d| d.key == k.to_string()),
+            "{name}: never due before its time"
+        );
+        let failed = DraftUpdate::Failed {
+            error: "e".into(),
+            retryable: true,
+            next_retry_at: Some(200),
+        };
+        let from = [DraftStatus::Scheduled];
+        assert!(f
+            .a
+            .update_draft(&k, &failed, &from, 150)
+            .await
+            .expect("fail"));
+        let again =
+            f.b.save_scheduled(&k, &content("y"), "ci", 6_000, 160)
+                .await
+                .expect("save")
+                .expect("scheduled again");
+        assert_eq!(
+            (again.status, again.due_at, again.last_error.as_deref()),
+            (DraftStatus::Scheduled, Some(6_000), None),
+            "{name}"
+        );
+        assert_eq!(again.content.map(|c| c.caption), Some("y".into()));
+        let from = [DraftStatus::Scheduled];
+        assert!(f
+            .a
+            .update_draft(&k, &intent("run-a"), &from, 170)
+            .await
+            .expect("intent"));
+        let out =
+            f.b.save_scheduled(&k, &content("z"), "ci", 7_000, 180)
+                .await;
+        assert_eq!(out.expect("save"), None, "{name}: an attempt is out");
+        let d =
+            f.a.load(&k, None)
+                .await
+                .expect("load")
+                .draft
+                .expect("draft");
+        assert_eq!(d.status, DraftStatus::Unknown, "{name}");
+    }
+}
+
+/// An attempt starts in one write that returns the draft (issue 30, finding 3): the draft's
+/// save marks it started, a start adds a mark still set (a run that died) to `attempts`, a
+/// failure counts its own run and clears the mark, and a scheduled draft starts only once due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempt_is_marked_started_and_a_dead_run_counted() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let from = [
+            DraftStatus::New,
+            DraftStatus::Failed,
+            DraftStatus::Scheduled,
+        ];
+        let k = key();
+        assert_eq!(
+            f.a.start_attempt(&k, &from, 10).await.expect("start"),
+            None,
+            "{name}"
+        );
+        let d =
+            f.a.save_draft(&k, &content("x"), "ci", 10)
+                .await
+                .expect("save");
+        assert_eq!(
+            (d.started, d.attempts),
+            (true, 0),
+            "{name}: the save starts one"
+        );
+        let d =
+            f.b.start_attempt(&k, &from, 20)
+                .await
+                .expect("start")
+                .expect("started");
+        assert_eq!(
+            (d.started, d.attempts, d.updated_at),
+            (true, 1, 20),
+            "{name}: one died"
+        );
+        let failed = DraftUpdate::Failed {
+            error: "e".into(),
+            retryable: true,
+            next_retry_at: Some(30),
+        };
+        assert!(f.a.update_draft(&k, &failed, &[], 25).await.expect("fail"));
+        let d =
+            f.a.load(&k, None)
+                .await
+                .expect("load")
+                .draft
+                .expect("draft");
+        assert_eq!(
+            (d.started, d.attempts),
+            (false, 2),
+            "{name}: the failure counts itself"
+        );
+        let d =
+            f.a.start_attempt(&k, &from, 40)
+                .await
+                .expect("start")
+                .expect("started");
+        assert_eq!((d.started, d.attempts), (true, 2), "{name}");
+        let review = DraftUpdate::NeedsReview {
+            error: "died".into(),
+        };
+        assert!(f
+            .b
+            .update_draft(&k, &review, &[], 50)
+            .await
+            .expect("review"));
+        let d =
+            f.a.load(&k, None)
+                .await
+                .expect("load")
+                .draft
+                .expect("draft");
+        assert_eq!(
+            (d.status, d.started, d.attempts),
+            (DraftStatus::NeedsReview, false, 3),
+            "{name}"
+        );
+        let later = key();
+        f.a.save_scheduled(&later, &content("y"), "ci", 5_000, 100)
+            .await
+            .expect("save");
+        assert_eq!(
+            f.a.start_attempt(&later, &from, 4_999)
+                .await
+                .expect("start"),
+            None,
+            "{name}"
+        );
+        let d =
+            f.a.start_attempt(&later, &from, 5_000)
+                .await
+                .expect("start")
+                .expect("due");
+        assert_eq!(
+            (d.status, d.started),
+            (DraftStatus::Scheduled, true),
+            "{name}"
+        );
+    }
+}
+
 /// PostgreSQL, the one store here with row locks: a listing (`status --all`, `schedule list`,
 /// the MCP tools, and a sweep's) shows a draft whose row another connection holds locked (a run
 /// updating it, its transaction still open), and answers at once: it neither skips the row

@@ -13,6 +13,7 @@ use image::codecs::webp::WebPDecoder;
 use image::{AnimationDecoder, DynamicImage, ImageDecoder};
 
 use super::format::{check_complete, header, Format, Header};
+use super::limits::{memory_need, MEMORY_BUDGET};
 
 /// The most pixels postonce decodes: the largest pixel limit any network documents.
 /// A header that declares more is refused before decoding (a decompression bomb is a small file
@@ -59,6 +60,16 @@ pub fn declared(bytes: &[u8]) -> Result<Header, String> {
             h.pixels()
         ));
     }
+    // What decoding it would take, from its header: refused before a byte is decoded when
+    // that is more than the process may spend on it.
+    let need = memory_need(format, bytes, h.width, h.height);
+    if need.bytes > MEMORY_BUDGET {
+        return Err(format!(
+            "{}; it was not decoded",
+            need.refusal(h.width, h.height)
+                .replacen("the image", &format!("the {format}"), 1)
+        ));
+    }
     Ok(h)
 }
 
@@ -72,12 +83,24 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     let h = declared(bytes)?;
     let format = h.format;
     check_complete(format, bytes)?;
-    let corrupt = |e: image::ImageError| format!("the {format} is corrupt: {e}");
+    // The decoder's own count of what it allocates stops it at the budget too; that refusal
+    // names the size, never "corrupt" (a valid image the estimate let through).
+    let (w, ht) = (h.width, h.height);
+    let corrupt = |e: image::ImageError| {
+        match e {
+        image::ImageError::Limits(l) => format!(
+            "the {format} is {w}×{ht} ({} pixels) and needs more memory to decode than the {} MB postonce allows itself ({l}); make it smaller",
+            u64::from(w) * u64::from(ht),
+            MEMORY_BUDGET / 1_000_000
+        ),
+        e => format!("the {format} is corrupt: {e}"),
+    }
+    };
     let limits = || {
         let mut l = image::Limits::default();
         l.max_image_width = Some(h.width);
         l.max_image_height = Some(h.height);
-        l.max_alloc = Some(MAX_PIXELS * 4 + (64 << 20));
+        l.max_alloc = Some(MEMORY_BUDGET);
         l
     };
     let mut reoriented = false;

@@ -83,13 +83,37 @@ impl Lane {
             return (failed(key, true, why), Finish::Release);
         }
 
-        let direct = seen.filter(|d| {
+        // A sweep's run read nothing before the claim: it starts its attempt in the request
+        // that reads the draft here, before the risky phases (issue 30, finding 3), so a run
+        // that dies in them is counted. (A trigger's draft write started it already.)
+        let starts = seen.is_none() && req.content.is_none() && req.action == Action::Post;
+        let mut direct = seen.filter(|d| {
             req.action == Action::Post
                 && matches!(
                     d.status,
                     DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
                 )
         });
+        if starts {
+            let from = [
+                DraftStatus::New,
+                DraftStatus::Failed,
+                DraftStatus::NeedsReview,
+                DraftStatus::Scheduled,
+            ];
+            let started = dl
+                .work(t.dynamodb, self.records.start_attempt(key, &from, now_s()))
+                .await;
+            match flatten_value(started) {
+                Ok(started) => direct = started,
+                Err(e) => {
+                    return (
+                        failed(key, true, format!("{e}; nothing was posted")),
+                        Finish::Release,
+                    )
+                }
+            }
+        }
         let checked = direct.is_none();
         let snapshot = match direct {
             Some(draft) => Snapshot {

@@ -199,6 +199,32 @@ async fn fault(_name: &str) -> Option<String> {
     None
 }
 
+/// A fail point that fires only for the target `key` when configured with `return(<key>)`
+/// (or for every key with a bare `return`), so a test can fail one draft's step while other
+/// tests run beside it. `return(abort)` (or `return(abort:<key>)`) ends the process on the
+/// spot (SIGABRT), as a kill or an out-of-memory end would: nothing after it runs, no drop, no
+/// release; `return(hang:<key>)` makes that key's run wait until it is dropped.
+#[cfg(feature = "failpoints")]
+async fn fault_for(name: &str, key: &PostKey) -> Option<String> {
+    let hit = fail::eval(name, |arg| arg.unwrap_or_default())?;
+    if hit == "abort" || hit == format!("abort:{key}") {
+        std::process::abort();
+    }
+    if hit == format!("hang:{key}") {
+        // A run that never ends by itself: the test ends it, as a kill would.
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    }
+    if hit.contains(':') {
+        return None;
+    }
+    (hit.is_empty() || hit == key.to_string()).then(|| format!("fail point {name}"))
+}
+
+#[cfg(not(feature = "failpoints"))]
+async fn fault_for(_name: &str, _key: &PostKey) -> Option<String> {
+    None
+}
+
 /// The run, wired to its ports. Built once per process.
 pub struct Pipeline {
     /// One lane per network a draft can go to.

@@ -73,6 +73,9 @@ impl Lane {
                 .fail(key, dl, e.to_string(), false, attempts, None)
                 .await;
         }
+        if let Some(why) = fault_for("before-cover", key).await {
+            return (failed(key, true, why), Finish::Release);
+        }
         // The cover (fetched, checked, and rendered for this network where its limits need it)
         // and the part of the upload that needs no image (an upload's initialization) do not
         // depend on each other: both go out at once.

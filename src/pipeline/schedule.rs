@@ -15,16 +15,6 @@ use super::*;
 /// least the gap apart.
 pub const PACING_MARGIN: Duration = Duration::from_millis(100);
 
-/// The statuses a draft can be (re)scheduled, cancelled or delayed from: not in flight, not
-/// posted.
-const SETTLED_OPEN: [DraftStatus; 5] = [
-    DraftStatus::New,
-    DraftStatus::Failed,
-    DraftStatus::NeedsReview,
-    DraftStatus::Scheduled,
-    DraftStatus::Cancelled,
-];
-
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -97,6 +87,42 @@ impl Lane {
                 return failed(key, true, format!("{e}; nothing was stored or scheduled"));
             }
         }
+        // Stored and scheduled in one write: a draft sent with a time is never stored due
+        // before it, whatever fails or dies after (issue 30, finding 2).
+        if let Some(why) = fault_for("before-schedule", key).await {
+            return failed(
+                key,
+                true,
+                format!("could not store the draft ({why}); nothing was stored or scheduled"),
+            );
+        }
+        let scheduled = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .save_scheduled(key, content, req.source.as_str(), at, now_s()),
+            )
+            .await;
+        match flatten_value(scheduled) {
+            Ok(Some(_)) => scheduled_outcome(key, at, format!("waits until {}", rfc(at))),
+            // In flight (an attempt is out) or done: the time no longer applies.
+            Ok(None) => self.not_rescheduled(req, dl).await,
+            Err(e) => failed(
+                key,
+                true,
+                format!("could not store and schedule the draft ({e}); send it again"),
+            ),
+        }
+    }
+
+    /// A draft sent with a time while an attempt is out or after it was posted: its content
+    /// is stored as any sending stores it, and it is answered as it stands.
+    async fn not_rescheduled(&self, req: &PostRequest, dl: &Deadline) -> Outcome {
+        let key = &req.key;
+        let Some(content) = &req.content else {
+            return self.as_it_stands(key, dl).await;
+        };
+        let t = self.settings.timeouts;
         let saved = dl
             .work(
                 t.dynamodb,
@@ -104,47 +130,20 @@ impl Lane {
                     .save_draft(key, content, req.source.as_str(), now_s()),
             )
             .await;
-        match flatten_value(saved) {
+        if let Ok(draft) = flatten_value(saved) {
             // Recorded meanwhile: the draft's write found the record's copy.
-            Ok(draft) if draft.status == DraftStatus::Posted => {
-                if let Some(r) = draft.record.as_ref().filter(|r| self.counts(r)) {
+            if let Some(r) = draft.record.as_ref().filter(|r| self.counts(r)) {
+                if draft.status == DraftStatus::Posted {
                     return self.already(key, dl, r, false).await;
                 }
             }
-            Ok(_) => {}
-            Err(e) => {
-                return failed(
-                    key,
-                    true,
-                    format!("could not store the draft ({e}); nothing was scheduled"),
-                );
-            }
         }
-        let update = DraftUpdate::Schedule { at };
-        let scheduled = dl
-            .work(
-                t.dynamodb,
-                self.records
-                    .update_draft(key, &update, &SETTLED_OPEN, now_s()),
-            )
-            .await;
-        match flatten_value(scheduled) {
-            Ok(true) => scheduled_outcome(key, at, format!("waits until {}", rfc(at))),
-            // In flight (an attempt is out) or done: the time no longer applies.
-            Ok(false) => {
-                let mut outcome = self.as_it_stands(key, dl).await;
-                outcome.detail = format!(
-                    "not rescheduled: an attempt is in flight or done; {}",
-                    outcome.detail
-                );
-                outcome
-            }
-            Err(e) => failed(
-                key,
-                true,
-                format!("the draft is stored but could not be scheduled ({e}); send it again"),
-            ),
-        }
+        let mut outcome = self.as_it_stands(key, dl).await;
+        outcome.detail = format!(
+            "not rescheduled: an attempt is in flight or done; {}",
+            outcome.detail
+        );
+        outcome
     }
 
     /// Under the claim: what the draft's schedule says about this run, if it holds it back. A
@@ -159,6 +158,17 @@ impl Lane {
         match d.status {
             DraftStatus::Cancelled => {
                 let mut o = cancelled_outcome(key);
+                o.settled = true;
+                Some(o)
+            }
+            // Stored with a time still to come but not (yet) scheduled: only a write that
+            // failed half-way could leave one (the store writes both at once); it never goes
+            // before its time either.
+            DraftStatus::New
+                if req.action == Action::Post && d.publish_at.is_some_and(|p| p > now_s()) =>
+            {
+                let at = d.publish_at.unwrap_or(0);
+                let mut o = scheduled_outcome(key, at, format!("waits until {}", rfc(at)));
                 o.settled = true;
                 Some(o)
             }

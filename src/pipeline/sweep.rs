@@ -286,6 +286,13 @@ impl Pipeline {
         let window = secs(self.settings.reconcile_window);
         let quiet = secs(self.settings.reconcile_after);
         let mut report = SweepReport::default();
+        // A run that started and never ended (its `started` mark outlived any claim) died
+        // without a word, perhaps of this very draft (a cover too large for the memory): the
+        // drafts whose last run died go after the others, so one bad draft never takes the
+        // rest of the sweep down with it (issue 30, finding 3).
+        let died = |d: &Draft| d.started && now - d.updated_at > stale;
+        let mut drafts = drafts;
+        drafts.sort_by_key(|(_, d)| died(d));
         for (lane, draft) in &drafts {
             let Ok(key) = PostKey::parse(&draft.key) else {
                 continue;
@@ -322,19 +329,37 @@ impl Pipeline {
                 }
                 _ => false,
             };
+            // Out of attempts, a run that died counted among them: in front of its owner.
+            let killed = died(draft)
+                && matches!(
+                    draft.status,
+                    DraftStatus::New | DraftStatus::Failed | DraftStatus::Scheduled
+                );
+            let attempts = draft.attempts_counted(killed);
             if due
-                && draft.status == DraftStatus::Failed
-                && draft.attempts >= self.settings.max_attempts
+                && (draft.status == DraftStatus::Failed || killed)
+                && attempts >= self.settings.max_attempts
             {
+                let error = if killed {
+                    format!(
+                        "its last run ended without a word: the process died (out of memory or killed) before it could say why{}",
+                        draft.last_error.as_deref().map(|e| format!("; before that: {e}")).unwrap_or_default()
+                    )
+                } else {
+                    draft.last_error.clone().unwrap_or_default()
+                };
                 let update = DraftUpdate::NeedsReview {
-                    error: draft.last_error.clone().unwrap_or_default(),
+                    error: error.clone(),
                 };
                 if lane
-                    .note(&key, dl, &update, &[DraftStatus::Failed], "needs_review")
+                    .note(&key, dl, &update, &[draft.status], "needs_review")
                     .await
                 {
                     report.needs_review.push(key.to_string());
                     let mut marked = draft.clone();
+                    marked.attempts = attempts;
+                    marked.started = false;
+                    marked.last_error = Some(error);
                     marked.status = DraftStatus::NeedsReview;
                     marked.reminded = false;
                     marked.updated_at = now;

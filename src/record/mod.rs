@@ -192,6 +192,13 @@ pub struct Draft {
     /// The owner was told that pacing delays it (once per schedule; a new time clears it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delay_told: bool,
+    /// A run began its risky phases (the cover, the upload) and has not ended them (issue 30,
+    /// finding 3): set by the write that starts an attempt (the draft's save, or
+    /// [`RecordStore::start_attempt`]), cleared by the writes that end one (a failure, an
+    /// intent). Still set once no run can be live (a claim's time after `updated_at`), it
+    /// means the run died without a word: it counts as an attempt ([`Draft::attempts_counted`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub started: bool,
     /// A copy of the record, written with it (in the same request) when the draft becomes
     /// `posted`: a trigger that sends the draft again learns from its one write that it is
     /// posted, and needs neither a read nor a claim (a record never expires,
@@ -205,6 +212,13 @@ impl Draft {
     #[must_use]
     pub fn goes_at(&self) -> Option<i64> {
         self.due_at.or(self.publish_at)
+    }
+
+    /// Attempts made, counting a run that started and died (see [`Draft::started`]) once no
+    /// run can be live: `stale` is whether a claim's time has passed since `updated_at`.
+    #[must_use]
+    pub fn attempts_counted(&self, stale: bool) -> u32 {
+        self.attempts + u32::from(self.started && stale)
     }
 
     /// A draft item that holds no content yet.
@@ -227,6 +241,7 @@ impl Draft {
             publish_at: None,
             due_at: (status != DraftStatus::Posted).then_some(now),
             delay_told: false,
+            started: false,
             record: None,
         }
     }
@@ -261,6 +276,16 @@ pub enum PutPosted {
     /// A record already existed: this is it (a duplicate, unless it is our own retry).
     Exists(PostedRecord),
 }
+
+/// The statuses a draft can be (re)scheduled, cancelled or delayed from: not in flight, not
+/// posted.
+pub const SCHEDULABLE: [DraftStatus; 5] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
+    DraftStatus::Cancelled,
+];
 
 /// A change of a draft's state. Applied only if the draft exists and its status is one of
 /// `from` (empty: any status).
@@ -370,6 +395,33 @@ pub trait RecordStore: Send + Sync {
         source: &str,
         now: i64,
     ) -> Result<Draft, StoreError>;
+
+    /// Stores a draft's content and schedules it for `at` (Unix seconds) in the same one
+    /// request (issue 30, finding 2: a draft sent with a time is never stored due before it):
+    /// status `scheduled`, `publish_at` and the due time `at`, told afresh, no error or retry
+    /// time kept. Applied only to a draft that is absent or in one of the statuses a draft can
+    /// be (re)scheduled from ([`SCHEDULABLE`]); otherwise (an attempt is out, or it is posted)
+    /// nothing is written and the answer is `None`.
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError>;
+
+    /// Counts an attempt as started before its risky phases (issue 30, finding 3), in the
+    /// one request that also reads the draft under the claim: applied only if the draft is in
+    /// one of `from` (a `scheduled` one only once due at `now`), it adds a run that started
+    /// and died (a [`Draft::started`] mark still set) to `attempts`, sets the mark for this
+    /// run, and returns the draft as it now stands; `None` (nothing written) otherwise.
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError>;
 
     /// The record and the draft, strongly consistent; with `caption_hash`, also which key
     /// already posted that caption (one request).

@@ -92,6 +92,47 @@ pub fn jpeg(width: u32, height: u32, quality: u8) -> Vec<u8> {
     out
 }
 
+/// A progressive JPEG of the smooth picture, 4:4:4 (no chroma subsampling): the JPEG that takes
+/// its decoder the most memory a pixel (every coefficient of every component is held until the
+/// last scan).
+pub fn progressive_jpeg(width: u32, height: u32) -> Vec<u8> {
+    let img = smooth(width, height);
+    let mut out = Vec::new();
+    let mut enc = jpeg_encoder::Encoder::new(&mut out, 75);
+    enc.set_progressive(true);
+    enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_4_4);
+    enc.encode(
+        img.as_raw(),
+        u16::try_from(width).expect("width"),
+        u16::try_from(height).expect("height"),
+        jpeg_encoder::ColorType::Rgb,
+    )
+    .expect("encode progressive JPEG");
+    out
+}
+
+/// A valid 16-bit RGBA PNG: one colour per row, so that it compresses to little.
+pub fn png16(width: u32, height: u32) -> Vec<u8> {
+    let mut raw = Vec::with_capacity(width as usize * height as usize * 8);
+    for y in 0..height {
+        for x in 0..width {
+            let _ = x;
+            let v = ((y * 65_535 / height.max(1)) as u16).to_ne_bytes();
+            let w = (!(y as u16)).to_ne_bytes();
+            raw.extend_from_slice(&[v[0], v[1], w[0], w[1], v[0], v[1], 0xFF, 0xFF]);
+        }
+    }
+    let mut out = Cursor::new(Vec::new());
+    PngEncoder::new_with_quality(
+        &mut out,
+        image::codecs::png::CompressionType::Default,
+        image::codecs::png::FilterType::Sub,
+    )
+    .write_image(&raw, width, height, image::ExtendedColorType::Rgba16)
+    .expect("encode 16-bit PNG");
+    out.into_inner()
+}
+
 /// A CMYK JPEG (four components, as print workflows export them).
 pub fn cmyk_jpeg(width: u32, height: u32) -> Vec<u8> {
     let mut data = Vec::with_capacity(width as usize * height as usize * 4);

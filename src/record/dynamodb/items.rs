@@ -120,6 +120,7 @@ pub(super) fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
         delay_told: get_bool(item, "delay_told").unwrap_or(false),
         publish_at: get_n(item, "publish_at"),
         due_at: get_n(item, "due_at"),
+        started: get_n(item, "started").is_some_and(|v| v > 0),
         record: get_s(item, "record").and_then(|r| serde_json::from_str(&r).ok()),
         key,
     })

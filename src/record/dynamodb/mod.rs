@@ -181,6 +181,26 @@ impl RecordStore for DynamoStore {
         writes::save_draft(self, key, content, source, now).await
     }
 
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        writes::save_scheduled(self, key, content, source, at, now).await
+    }
+
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        writes::start_attempt(self, key, from, now).await
+    }
+
     async fn load(
         &self,
         key: &PostKey,

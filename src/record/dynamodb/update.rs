@@ -59,6 +59,17 @@ impl Expr {
         self
     }
 
+    /// Adds a run that started and died (its `started` mark still set) to `attempts`, and
+    /// clears the mark (see [`crate::record::Draft::started`]).
+    pub(super) fn count_started(&mut self) -> &mut Self {
+        let (a, st) = (self.name("attempts"), self.name("started"));
+        let zero = self.value(n(0));
+        self.set.push(format!(
+            "{a} = if_not_exists({a}, {zero}) + if_not_exists({st}, {zero})"
+        ));
+        self
+    }
+
     pub(super) fn remove(&mut self, attr: &str) -> &mut Self {
         let a = self.name(attr);
         self.remove.push(a);
@@ -187,6 +198,7 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
                         .map(|r| s(&r)),
                 )
                 .remove("pending_last_at")
+                .set("started", n(0))
                 .set("reminded", AttributeValue::Bool(false))
                 .set("retryable", AttributeValue::Bool(true));
         }
@@ -198,6 +210,7 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
             e.status(ns, DraftStatus::Failed)
                 .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
+                .set("started", n(0))
                 .set("last_error", s(error))
                 .set("retryable", AttributeValue::Bool(*retryable))
                 .set_opt("next_retry_at", next_retry_at.map(n))
@@ -207,6 +220,7 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
             e.status(ns, DraftStatus::Unknown)
                 .set("reminded", AttributeValue::Bool(false))
                 .increment("attempts")
+                .set("started", n(0))
                 .set("last_error", s(error))
                 .set("retryable", AttributeValue::Bool(!ask_owner));
         }
@@ -215,6 +229,8 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
         }
         DraftUpdate::NeedsReview { error } => {
             e.status(ns, DraftStatus::NeedsReview)
+                .count_started()
+                .set("started", n(0))
                 .set("last_error", s(error))
                 .set("reminded", AttributeValue::Bool(false))
                 .remove("next_retry_at");

@@ -116,7 +116,9 @@ pub(super) async fn save_draft(
         .set_if_absent("attempts", n(0))
         .set_if_absent("retryable", AttributeValue::Bool(true))
         .set_if_absent("created_at", n(now))
-        .set_if_absent("source", s(source));
+        .set_if_absent("source", s(source))
+        // The run that stores it starts an attempt (issue 30, finding 3).
+        .set("started", n(1));
     // A posted draft that holds its record's copy is left alone, and its copy comes back
     // with the failed condition: the caller learns it is posted from this one request.
     let (st, rec) = (e.name("status"), e.name("record"));
@@ -153,6 +155,84 @@ pub(super) async fn save_draft(
             .await?
             .draft
             .ok_or_else(|| StoreError(format!("the draft {key} vanished"))),
+    }
+}
+
+/// [`RecordStore::save_scheduled`]: one conditional `UpdateItem` that stores the content and
+/// the schedule together; `None` when the draft is in a status it may not be scheduled from.
+pub(super) async fn save_scheduled(
+    store: &DynamoStore,
+    key: &PostKey,
+    content: &DraftContent,
+    source: &str,
+    at: i64,
+    now: i64,
+) -> Result<Option<Draft>, StoreError> {
+    let mut e = draft_update(store.ns, &DraftUpdate::Schedule { at }, now);
+    e.set("key", s(key.to_string()))
+        .set("caption", s(&content.caption))
+        .set("image", s(&content.image))
+        .set_opt("link", content.link.as_ref().map(s))
+        .set_opt("alt", content.alt.as_ref().map(s))
+        .set_if_absent("attempts", n(0))
+        .set_if_absent("created_at", n(now))
+        .set_if_absent("source", s(source));
+    let st = e.name("status");
+    let open: Vec<String> = crate::record::SCHEDULABLE
+        .iter()
+        .map(|f| e.value(s(f.as_str())))
+        .collect();
+    let condition = format!("attribute_not_exists(pk) OR {st} IN ({})", open.join(", "));
+    let result = store
+        .update_draft_item(key, e, condition)
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => match out.attributes {
+            Some(item) => draft_from_item(&item).map(Some),
+            None => Err(StoreError(format!("the draft {key} was not returned"))),
+        },
+        Err(err) => match err.into_service_error() {
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(None),
+            other => Err(sdk_err("UpdateItem (draft)", other)),
+        },
+    }
+}
+
+/// [`RecordStore::start_attempt`]: one conditional `UpdateItem` that returns the draft.
+pub(super) async fn start_attempt(
+    store: &DynamoStore,
+    key: &PostKey,
+    from: &[DraftStatus],
+    now: i64,
+) -> Result<Option<Draft>, StoreError> {
+    let mut e = Expr::default();
+    e.count_started()
+        .set("started", n(1))
+        .set("updated_at", n(now));
+    let (st, due) = (e.name("status"), e.name("due_at"));
+    let mut open = Vec::new();
+    for f in from.iter().filter(|f| **f != DraftStatus::Scheduled) {
+        open.push(e.value(s(f.as_str())));
+    }
+    let mut condition = format!("attribute_exists(pk) AND ({st} IN ({})", open.join(", "));
+    if from.contains(&DraftStatus::Scheduled) {
+        let (sched, now_v) = (e.value(s(DraftStatus::Scheduled.as_str())), e.value(n(now)));
+        condition.push_str(&format!(" OR ({st} = {sched} AND {due} <= {now_v})"));
+    }
+    condition.push(')');
+    let result = store
+        .update_draft_item(key, e, condition)
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+    match result {
+        Ok(out) => out.attributes.map(|item| draft_from_item(&item)).transpose(),
+        Err(err) => match err.into_service_error() {
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(None),
+            other => Err(sdk_err("UpdateItem (draft)", other)),
+        },
     }
 }
 

@@ -109,8 +109,59 @@ impl Folder {
             .unwrap_or_else(|| Draft::empty(key, DraftStatus::New, Some(source), now));
         draft.content = Some(content);
         draft.updated_at = now;
+        draft.started = true;
         self.write_draft(old.as_ref(), &draft)?;
         Ok(draft)
+    }
+
+    /// [`crate::record::RecordStore::start_attempt`], under the lock.
+    pub(super) fn start_attempt(
+        &self,
+        key: &str,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let _lock = self.lock(true)?;
+        let Some(old) = Self::read_json::<Draft>(&self.draft_path(key))? else {
+            return Ok(None);
+        };
+        let due = old.status != DraftStatus::Scheduled || old.due_at.is_some_and(|d| d <= now);
+        if !from.contains(&old.status) || !due {
+            return Ok(None);
+        }
+        let mut draft = old.clone();
+        draft.attempts += u32::from(draft.started);
+        draft.started = true;
+        draft.updated_at = now;
+        self.write_draft(Some(&old), &draft)?;
+        Ok(Some(draft))
+    }
+
+    /// [`crate::record::RecordStore::save_scheduled`]: the content and the schedule in one
+    /// replace of the draft's file, under the lock.
+    pub(super) fn save_scheduled(
+        &self,
+        key: &str,
+        content: DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let _lock = self.lock(true)?;
+        let old = Self::read_json::<Draft>(&self.draft_path(key))?;
+        if old
+            .as_ref()
+            .is_some_and(|d| !crate::record::SCHEDULABLE.contains(&d.status))
+        {
+            return Ok(None);
+        }
+        let mut draft = old
+            .clone()
+            .unwrap_or_else(|| Draft::empty(key, DraftStatus::New, Some(source), now));
+        draft.content = Some(content);
+        apply(&mut draft, &DraftUpdate::Schedule { at }, now);
+        self.write_draft(old.as_ref(), &draft)?;
+        Ok(Some(draft))
     }
 
     /// Whether `record` is a post here: in the real folder, a dry run's (only an older

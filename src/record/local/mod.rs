@@ -147,6 +147,29 @@ impl RecordStore for LocalStore {
             .await
     }
 
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let (key, content, source) = (key.to_string(), content.clone(), source.to_owned());
+        self.run(move |f| f.save_scheduled(&key, content, &source, at, now))
+            .await
+    }
+
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        let (key, from) = (key.to_string(), from.to_vec());
+        self.run(move |f| f.start_attempt(&key, &from, now)).await
+    }
+
     async fn load(
         &self,
         key: &PostKey,

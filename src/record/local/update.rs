@@ -8,6 +8,7 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
         DraftUpdate::IfAttempt { update, .. } => apply(draft, update, now),
         DraftUpdate::Intent(pending) => {
             draft.status = DraftStatus::Unknown;
+            draft.started = false;
             draft.pending = Some(pending.clone());
             draft.reminded = false;
             draft.retryable = true;
@@ -20,6 +21,7 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::Failed;
             draft.reminded = false;
             draft.attempts += 1;
+            draft.started = false;
             draft.last_error = Some(error.clone());
             draft.retryable = *retryable;
             draft.next_retry_at = *next_retry_at;
@@ -29,6 +31,7 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.status = DraftStatus::Unknown;
             draft.reminded = false;
             draft.attempts += 1;
+            draft.started = false;
             draft.last_error = Some(error.clone());
             draft.retryable = !ask_owner;
         }
@@ -40,6 +43,8 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::NeedsReview { error } => {
             draft.status = DraftStatus::NeedsReview;
+            draft.attempts += u32::from(draft.started);
+            draft.started = false;
             draft.last_error = Some(error.clone());
             draft.next_retry_at = None;
             draft.reminded = false;

@@ -15,6 +15,7 @@
 //! record write whose answer was lost is answered by reading what is stored, never guessed.
 
 mod rows;
+mod starts;
 mod update;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -163,11 +164,12 @@ impl RecordStore for PgStore {
         let sql = format!(
             "WITH up AS (
                 INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
-                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at)
-                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8)
+                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at,
+                    started)
+                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8, 1)
                 ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
                     image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
-                    updated_at = EXCLUDED.updated_at,
+                    updated_at = EXCLUDED.updated_at, started = 1,
                     source = coalesce(d.source, EXCLUDED.source),
                     due_at = CASE WHEN d.status IN ('posted', 'cancelled') THEN d.due_at
                                   ELSE coalesce(d.due_at, EXCLUDED.due_at) END
@@ -213,6 +215,26 @@ impl RecordStore for PgStore {
                 .draft
                 .ok_or_else(|| StoreError(format!("the draft {key} vanished"))),
         }
+    }
+
+    async fn save_scheduled(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        at: i64,
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        starts::save_scheduled(self, key, content, source, at, now).await
+    }
+
+    async fn start_attempt(
+        &self,
+        key: &PostKey,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Result<Option<Draft>, StoreError> {
+        starts::start_attempt(self, key, from, now).await
     }
 
     async fn load(

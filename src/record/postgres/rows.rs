@@ -28,6 +28,8 @@ struct DraftRow {
     due_at: Option<i64>,
     delay_told: bool,
     record: Option<PostedRecord>,
+    #[serde(default)]
+    started: i64,
 }
 
 /// A draft from its row's JSON.
@@ -68,6 +70,7 @@ pub fn draft(v: serde_json::Value) -> Result<Draft, StoreError> {
         updated_at: row.updated_at,
         expires_at: row.expires_at,
         publish_at: row.publish_at,
+        started: row.started > 0,
         due_at: row.due_at,
         delay_told: row.delay_told,
         record: row.record,

@@ -50,6 +50,31 @@ impl Sql {
     }
 }
 
+/// [`crate::record::RecordStore::save_scheduled`]: the content and the schedule in one
+/// statement, applied to a draft that is absent or whose status is one of `$10`.
+pub const SAVE_SCHEDULED: &str =
+    "INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
+        attempts, retryable, reminded, delay_told, source, created_at, updated_at,
+        publish_at, due_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'scheduled', 0, true, false, false, $7, $8, $8, $9, $9)
+    ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
+        image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
+        updated_at = EXCLUDED.updated_at, source = coalesce(d.source, EXCLUDED.source),
+        status = 'scheduled', publish_at = EXCLUDED.publish_at, due_at = EXCLUDED.due_at,
+        delay_told = false, reminded = false, retryable = true, last_error = NULL,
+        next_retry_at = NULL, pending = NULL, pending_run = NULL
+    WHERE d.status = ANY($10)
+    RETURNING to_jsonb(d)";
+
+/// [`crate::record::RecordStore::start_attempt`]: `$1` the namespace, `$2` the key, `$3` the
+/// statuses it starts from besides `scheduled`, `$4` now, `$5` whether a due `scheduled` one
+/// starts too.
+pub const START_ATTEMPT: &str = "UPDATE postonce_drafts AS d
+    SET attempts = d.attempts + d.started, started = 1, updated_at = $4
+    WHERE d.ns = $1 AND d.key = $2
+        AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
+    RETURNING to_jsonb(d)";
+
 fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
 }
@@ -118,6 +143,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Unknown)
                 .set("pending", json(&kept))
                 .set("pending_run", p.run.clone())
+                .raw("started = 0")
                 .raw("reminded = false")
                 .raw("retryable = true");
         }
@@ -129,6 +155,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Failed)
                 .raw("reminded = false")
                 .raw("attempts = d.attempts + 1")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .set("retryable", *retryable)
                 .set("next_retry_at", *next_retry_at)
@@ -138,6 +165,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
             q.status(DraftStatus::Unknown)
                 .raw("reminded = false")
                 .raw("attempts = d.attempts + 1")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .set("retryable", !ask_owner);
         }
@@ -150,6 +178,8 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::NeedsReview { error } => {
             q.status(DraftStatus::NeedsReview)
+                .raw("attempts = d.attempts + d.started")
+                .raw("started = 0")
                 .set("last_error", error.clone())
                 .raw("reminded = false")
                 .raw("next_retry_at = NULL");
