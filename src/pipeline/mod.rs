@@ -154,8 +154,8 @@ pub struct Settings {
     /// The quiet period after an ambiguous attempt during which nothing is re-sent.
     pub reconcile_after: Duration,
     pub max_attempts: u32,
-    /// How long a posted draft is kept before the record store removes it (DynamoDB's TTL,
-    /// PostgreSQL's sweep).
+    /// How long a posted draft is kept before the record store removes it (each store its own
+    /// way: an expiry attribute, or a sweep of old rows).
     pub draft_expiry: Duration,
     /// First cross-run retry delay (the sweeper's backoff doubles from here).
     pub retry_base: Duration,

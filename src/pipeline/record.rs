@@ -134,7 +134,7 @@ impl Lane {
 
     /// What became of the claim of a post whose record write failed (rule 6), said in the
     /// outcome. Kept: no run posts it again, and the first run to meet the claim repairs the
-    /// record. Not kept (the claim store failed too, as when PostgreSQL holds both): the record
+    /// record. Not kept (the claim store failed too, as when one database holds both): the record
     /// is written once more, since it is the one place that stops every run. If that fails as
     /// well, nothing stored names the post and the report is what does; the attempt's intent,
     /// written before the create, makes every later run settle it the network's way rather
