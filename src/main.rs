@@ -38,6 +38,12 @@ async fn lambda_main() -> i32 {
             return 2;
         }
     };
+    if let Some(why) = &config.credentials_unreadable {
+        // The sandbox fails its start and the next invocation starts again: never a dry run
+        // in place of a network whose credential is stored.
+        tracing::error!("{why}");
+        return postonce::cli::EXIT_RETRY;
+    }
     // With DATABASE_URL, the records and (without REDIS_URL) the claims live in PostgreSQL,
     // shared by every sandbox.
     let database = config.database_url.is_some();

@@ -250,6 +250,69 @@ async fn linkedin_auth_through_the_listener_then_a_real_post_with_the_stored_tok
     assert_eq!(li.last_create_body()["author"], "urn:li:person:782bbtaQ");
     no_secret("post", &body);
     no_secret("post (stderr)", &String::from_utf8_lossy(&out.stderr));
+
+    // The stored credentials cannot be read: the post refuses, retryable, rather than run
+    // LinkedIn as a dry run and answer `posted` for a draft that was never sent.
+    let kept = std::fs::read(&file).expect("the stored credentials");
+    std::fs::write(&file, b"{ not json").expect("spoil the stored credentials");
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("LINKEDIN_API_URL", li.uri()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "second",
+            "--caption",
+            "Hello again from postonce",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("the stored credentials cannot be read"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("posted"),
+        "no dry run answered for it"
+    );
+    assert_eq!(li.posts_created(), 1);
+    // Readable again: the same command posts it for real.
+    std::fs::write(&file, kept).expect("restore");
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("LINKEDIN_API_URL", li.uri()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "second",
+            "--caption",
+            "Hello again from postonce",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(li.posts_created(), 2);
 }
 
 #[tokio::test]

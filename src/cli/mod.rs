@@ -35,6 +35,8 @@ fn about() -> String {
 
 /// Exit code for bad input or configuration.
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Nothing was posted; the same command may succeed later (the outcomes' `failed`, retryable).
+pub const EXIT_RETRY: i32 = 4;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -278,6 +280,17 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     } = &cli.command
     {
         return db_migrate(&config).await;
+    }
+    if let Some(why) = &config.credentials_unreadable {
+        // Never a dry run in place of a network whose credential is stored (README "Getting
+        // credentials"): the commands that post refuse, retryable.
+        if matches!(
+            cli.command,
+            Command::Post { .. } | Command::Serve { .. } | Command::Sweep { .. } | Command::Mcp
+        ) {
+            eprintln!("postonce: {why}");
+            return EXIT_RETRY;
+        }
     }
     if matches!(cli.command, Command::Mcp) {
         // An agent's covers: only beneath POSTONCE_MCP_IMAGE_DIRS, at every read of the process.

@@ -72,6 +72,10 @@ pub struct Config {
     /// Every network's own configuration (its folder read it), in the registry's order.
     pub networks: Configs,
     pub image_hosts: OriginPolicy,
+    /// Why the stored credentials could not be read at start, if they could not: the
+    /// commands that post refuse to start (a network whose credential is stored would
+    /// otherwise run as a dry run).
+    pub credentials_unreadable: Option<String>,
     /// `POSTONCE_MCP_IMAGE_DIRS` as given (its entries checked); the MCP server resolves it
     /// at its start ([`Config::resolve_mcp_covers`]).
     pub mcp_image_dirs: Option<String>,
@@ -214,19 +218,24 @@ impl Config {
         // Then the stored credentials, where no plain variable or `_PARAM` gives one: read
         // through the store the core's variables name (the networks' may be incomplete
         // without them).
-        let stored = match Self::from_lookup(|name| {
+        let (stored, unreadable) = match Self::from_lookup(|name| {
             crate::credentials::names_the_store(name)
                 .then(|| lookup(name))
                 .flatten()
         }) {
-            Ok(store) => crate::credentials::at_start(&store, Vars::new(&lookup)).await,
-            Err(_) => std::collections::HashMap::new(),
+            Ok(store) => match crate::credentials::at_start(&store, Vars::new(&lookup)).await {
+                Ok(stored) => (stored, None),
+                Err(why) => (std::collections::HashMap::new(), Some(why)),
+            },
+            Err(_) => (std::collections::HashMap::new(), None),
         };
-        Self::from_lookup(|name| {
+        let mut config = Self::from_lookup(|name| {
             Vars::new(&lookup)
                 .get(name)
                 .or_else(|| stored.get(name).cloned())
-        })
+        })?;
+        config.credentials_unreadable = unreadable;
+        Ok(config)
     }
 
     /// Reads configuration through `get` (the environment, or a map in tests).
@@ -523,6 +532,7 @@ impl Config {
             networks,
             image_hosts,
             mcp_image_dirs,
+            credentials_unreadable: None,
             mcp_covers: LocalCovers::none(),
             local_covers: LocalCovers::Anywhere,
             claim_ttl,

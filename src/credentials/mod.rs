@@ -262,44 +262,42 @@ pub async fn store_config() -> Result<crate::config::Config, crate::vars::Config
 
 /// What a start reads from the store: the variables of the stored credentials, after
 /// refreshing those due ([`flow::refresh_due`]). Reads only when some network lacks a plain or
-/// `_PARAM` credential; a store that cannot be read leaves every network as the variables
-/// configured it (the failure is logged, and `auth status` and doctor show it).
-pub async fn at_start(config: &crate::config::Config, vars: Vars<'_>) -> HashMap<String, String> {
+/// `_PARAM` credential.
+///
+/// # Errors
+/// A store that holds (or may hold) credentials but cannot be read: the networks whose
+/// credential lives there cannot be told from networks that have none, so the commands that
+/// post refuse to start rather than run them as dry runs (a dry run would answer `posted` for
+/// a draft that was never sent).
+pub async fn at_start(
+    config: &crate::config::Config,
+    vars: Vars<'_>,
+) -> Result<HashMap<String, String>, String> {
     if !some_network_lacks(vars) {
-        return HashMap::new();
+        return Ok(HashMap::new());
     }
     if config.table.is_none()
         && config.database_url.is_none()
         && !crate::record::local::LocalStore::has_secret(&config.data_dir, SECRET_NAME)
     {
-        return HashMap::new();
+        return Ok(HashMap::new());
     }
-    let records = match crate::app::record_store(config).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::info!(error = %e, "the stored credentials cannot be read: no store");
-            return HashMap::new();
-        }
+    let unreadable = |e: &dyn std::fmt::Display| {
+        tracing::warn!(error = %e, "the stored credentials cannot be read");
+        format!("the stored credentials cannot be read ({e}); nothing was sent: run again once the store answers (`postonce auth status` shows them)")
     };
-    let http = match crate::app::http_client() {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::info!(error = %e, "the stored credentials cannot be refreshed");
-            return HashMap::new();
-        }
-    };
-    let stored = match flow::refresh_due(&*records, vars, &http, crate::record::now_s()).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::info!(error = %e, "the stored credentials cannot be read");
-            return HashMap::new();
-        }
-    };
+    let records = crate::app::record_store(config)
+        .await
+        .map_err(|e| unreadable(&e))?;
+    let http = crate::app::http_client().map_err(|e| unreadable(&e))?;
+    let stored = flow::refresh_due(&*records, vars, &http, crate::record::now_s())
+        .await
+        .map_err(|e| unreadable(&e))?;
     let found = variables(vars, &stored);
     if !found.is_empty() {
         IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    found
+    Ok(found)
 }
 
 /// Set once a start took some network's credential from the store: only then does the

@@ -275,9 +275,8 @@ pub fn token_error(status: u16, body: &str) -> String {
         .and_then(|d| d.as_str())
         .map(|d| format!(": {d}"))
         .unwrap_or_default();
-    let mut message = format!("{error}{desc}");
-    message.truncate(300);
-    message
+    // At most 300 characters (a network's answer: never cut inside a character).
+    format!("{error}{desc}").chars().take(300).collect()
 }
 
 /// Sends `request` and reads its JSON answer; a refusal names `what`, the status and the OAuth
@@ -319,6 +318,15 @@ pub fn text(v: &serde_json::Value, field: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_error_is_cut_between_characters_never_inside_one() {
+        // Byte 300 falls inside a two-byte character: a cut by bytes would panic.
+        let body = serde_json::json!({"error": format!("x{}", "é".repeat(400))}).to_string();
+        let message = token_error(400, &body);
+        assert_eq!(message.chars().count(), 300);
+        assert!(message.starts_with("xé"));
+    }
 
     #[test]
     fn pkce_matches_rfc_7636_appendix_b() {

@@ -182,7 +182,7 @@ fn credential(token: &Value, now: i64, client_id: &str, secret: &Secret) -> Resu
     let access = text(token, "access_token").ok_or_else(|| {
         AuthError::new("LinkedIn's token answer has no access_token; nothing stored")
     })?;
-    let seconds = |f: &str| token.get(f).and_then(Value::as_i64).map(|s| now + s);
+    let seconds = |f: &str| token.get(f).and_then(Value::as_i64).map(|s| now.saturating_add(s));
     Ok(Credential {
         account: String::new(),
         scopes: text(token, "scope")

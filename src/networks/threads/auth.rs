@@ -160,7 +160,7 @@ fn credential(answer: &Value, now: i64) -> Result<Credential, String> {
         expires_at: answer
             .get("expires_in")
             .and_then(Value::as_i64)
-            .map(|s| now + s),
+            .map(|s| now.saturating_add(s)),
         refresh_token: None,
         refresh_expires_at: None,
         secrets: [("THREADS_ACCESS_TOKEN".to_owned(), Secret::new(token))].into(),
