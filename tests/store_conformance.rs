@@ -486,6 +486,24 @@ async fn a_draft_is_stored_scheduled_in_one_write() {
                 .draft
                 .expect("draft");
         assert_eq!(d.status, DraftStatus::Unknown, "{name}");
+
+        // A draft saved (its run marked started) and then sent again with a time: the mark of
+        // a run that ended without writing is no death; it waits for its time, unmarked.
+        let k = key();
+        let saved =
+            f.a.save_draft(&k, &content("m"), "ci", 300)
+                .await
+                .expect("save");
+        assert!(
+            saved.started,
+            "{name}: a trigger's save marks its run started"
+        );
+        let d =
+            f.b.save_scheduled(&k, &content("m"), "ci", 9_000, 310)
+                .await
+                .expect("save")
+                .expect("scheduled");
+        assert!(!d.started, "{name}: scheduled again, the mark is cleared");
     }
 }
 

@@ -249,7 +249,10 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
                 .clear_pending();
         }
         DraftUpdate::Schedule { at } => {
+            // A mark left by a run that ended without writing (being posted elsewhere, its
+            // intent refused) is no death: the draft waits for its time again.
             e.status(ns, DraftStatus::Scheduled)
+                .set("started", n(0))
                 .set("publish_at", n(*at))
                 .remove("delay_told")
                 .set("reminded", AttributeValue::Bool(false))

@@ -60,6 +60,7 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::Schedule { at } => {
             draft.status = DraftStatus::Scheduled;
+            draft.started = false;
             draft.publish_at = Some(*at);
             draft.reminded = false;
             draft.delay_told = false;

@@ -62,7 +62,7 @@ pub const SAVE_SCHEDULED: &str =
         updated_at = EXCLUDED.updated_at, source = coalesce(d.source, EXCLUDED.source),
         status = 'scheduled', publish_at = EXCLUDED.publish_at, due_at = EXCLUDED.due_at,
         delay_told = false, reminded = false, retryable = true, last_error = NULL,
-        next_retry_at = NULL, pending = NULL, pending_run = NULL
+        next_retry_at = NULL, pending = NULL, pending_run = NULL, started = 0
     WHERE d.status = ANY($10)
     RETURNING to_jsonb(d)";
 
@@ -199,6 +199,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
         }
         DraftUpdate::Schedule { at } => {
             q.status(DraftStatus::Scheduled)
+                .raw("started = 0")
                 .set("publish_at", *at)
                 .raw("delay_told = false")
                 .raw("reminded = false")
