@@ -124,8 +124,10 @@ fn open_beneath(dir: &Path, rel: &Path) -> Result<OwnedFd, Unusable> {
     Ok(rustix::fs::openat(&at, *last, FILE_FLAGS, Mode::empty())?)
 }
 
+/// A path the owner gave, for a message to the owner: whole (as far as any path can be:
+/// 4,096 characters, Linux's `PATH_MAX`), so that the message names the very file.
 fn shown(raw: &str) -> String {
-    format!("{:?}", raw.chars().take(200).collect::<String>())
+    format!("{:?}", raw.chars().take(4096).collect::<String>())
 }
 
 impl LocalCovers {
