@@ -286,9 +286,11 @@ pub async fn at_start(
         tracing::warn!(error = %e, "the stored credentials cannot be read");
         format!("the stored credentials cannot be read ({e}); nothing was sent: run again once the store answers (`postonce auth status` shows them)")
     };
-    let records = crate::app::record_store(config)
-        .await
-        .map_err(|e| unreadable(&e))?;
+    // A store that cannot be opened at all (a schema behind, a malformed address) stops the
+    // start anyway, with its own message and fix: the app opens it the same way.
+    let Ok(records) = crate::app::record_store(config).await else {
+        return Ok(HashMap::new());
+    };
     let http = crate::app::http_client().map_err(|e| unreadable(&e))?;
     let stored = flow::refresh_due(&*records, vars, &http, crate::record::now_s())
         .await
