@@ -24,5 +24,6 @@ pub mod postgres;
 pub mod record;
 pub mod secrets;
 pub mod serve;
+pub mod startup;
 pub mod triggers;
 pub mod vars;

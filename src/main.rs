@@ -31,7 +31,7 @@ fn main() -> ExitCode {
 
 async fn lambda_main() -> i32 {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = match postonce::config::Config::from_env_and_parameters().await {
+    let config = match postonce::startup::configured().await {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("configuration: {e}");

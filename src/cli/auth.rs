@@ -95,7 +95,6 @@ pub(super) async fn run(config: &Config, args: AuthArgs) -> i32 {
             instance: args.instance,
         },
         input: &mut input,
-        network,
     };
     let cred = match flow.obtain(&mut cx).await {
         Ok(Some(c)) => c,

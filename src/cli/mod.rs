@@ -266,12 +266,12 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     };
     init_logging(cli.verbose, matches!(cli.command, Command::Serve { .. }));
     if let Command::Auth(args) = cli.command {
-        return match crate::credentials::store_config().await {
+        return match crate::startup::store_config().await {
             Ok(config) => auth::run(&config, args).await,
             Err(e) => bad_input(format!("configuration: {e}")),
         };
     }
-    let mut config = match Config::from_env_and_parameters().await {
+    let mut config = match crate::startup::configured().await {
         Ok(c) => c,
         Err(e) => return bad_input(format!("configuration: {e}")),
     };

@@ -202,42 +202,6 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// Reads the process environment, first resolving secrets given by reference
-    /// (`<NAME>_PARAM`, see [`crate::secrets`]).
-    ///
-    /// # Errors
-    /// The first variable that is missing or malformed, or a parameter that cannot be read.
-    pub async fn from_env_and_parameters() -> Result<Self, ConfigError> {
-        let resolved = crate::secrets::resolve(|name| std::env::var(name).ok()).await?;
-        let lookup = |name: &str| {
-            resolved
-                .get(name)
-                .cloned()
-                .or_else(|| std::env::var(name).ok())
-        };
-        // Then the stored credentials, where no plain variable or `_PARAM` gives one: read
-        // through the store the core's variables name (the networks' may be incomplete
-        // without them).
-        let (stored, unreadable) = match Self::from_lookup(|name| {
-            crate::credentials::names_the_store(name)
-                .then(|| lookup(name))
-                .flatten()
-        }) {
-            Ok(store) => match crate::credentials::at_start(&store, Vars::new(&lookup)).await {
-                Ok(stored) => (stored, None),
-                Err(why) => (std::collections::HashMap::new(), Some(why)),
-            },
-            Err(_) => (std::collections::HashMap::new(), None),
-        };
-        let mut config = Self::from_lookup(|name| {
-            Vars::new(&lookup)
-                .get(name)
-                .or_else(|| stored.get(name).cloned())
-        })?;
-        config.credentials_unreadable = unreadable;
-        Ok(config)
-    }
-
     /// Reads configuration through `get` (the environment, or a map in tests).
     ///
     /// # Errors

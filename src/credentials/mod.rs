@@ -10,12 +10,10 @@
 //! reads again and re-applies its change, and nothing newer is ever overwritten.
 
 pub mod flow;
-pub mod oauth;
 pub mod status;
 pub mod tell;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -24,53 +22,15 @@ use crate::networks::Network;
 use crate::record::{RecordStore, StoreError};
 use crate::vars::{Secret, Vars};
 
-pub use flow::{AuthContext, AuthError, AuthFlow, AuthOptions};
+pub use crate::networks::auth::{
+    AuthContext, AuthError, AuthFlow, AuthOptions, Credential, RefreshContext,
+};
 
 /// The kept secret that holds every stored credential.
 pub const SECRET_NAME: &str = "credentials";
 
 /// How many times a change is re-applied after losing a race to another writer.
 const SWAP_TRIES: usize = 16;
-
-/// One network's stored credential. `Debug` shows no secret.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Credential {
-    /// Who it posts as, for people (`urn:li:person:abc (Ada Lovelace)`); never a secret.
-    pub account: String,
-    pub scopes: Vec<String>,
-    /// Unix seconds.
-    pub obtained_at: i64,
-    /// Unix seconds; `None`: it does not expire.
-    pub expires_at: Option<i64>,
-    #[serde(default, with = "opt_secret")]
-    pub refresh_token: Option<Secret>,
-    #[serde(default)]
-    pub refresh_expires_at: Option<i64>,
-    /// The secret variables it stands for (`LINKEDIN_ACCESS_TOKEN` → the token).
-    #[serde(with = "secret_map")]
-    pub secrets: BTreeMap<String, Secret>,
-    /// The plain variables it stands for (`LINKEDIN_AUTHOR` → the URN).
-    #[serde(default)]
-    pub settings: BTreeMap<String, String>,
-    /// What the app kept beside it (a Mastodon app's client id and secret), never variables.
-    #[serde(default, with = "secret_map")]
-    pub kept: BTreeMap<String, Secret>,
-}
-
-impl fmt::Debug for Credential {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credential")
-            .field("account", &self.account)
-            .field("scopes", &self.scopes)
-            .field("obtained_at", &self.obtained_at)
-            .field("expires_at", &self.expires_at)
-            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "***"))
-            .field("refresh_expires_at", &self.refresh_expires_at)
-            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Every stored credential, by network name, and what postonce did with them.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -243,69 +203,15 @@ pub fn names_the_store(var: &str) -> bool {
         || matches!(var, "REDIS_URL" | "DATABASE_URL")
 }
 
-/// The configuration `postonce auth` works with: the core's variables alone (their `_PARAM`s
-/// resolved), so that a network whose variables are not complete yet (the app's keys set, its
-/// token not) can still be signed in to.
-///
-/// # Errors
-/// A core variable that is missing or malformed.
-pub async fn store_config() -> Result<crate::config::Config, crate::vars::ConfigError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let resolved =
-        crate::secrets::resolve_these(env, crate::secrets::CORE_BY_REFERENCE.into_iter()).await?;
-    crate::config::Config::from_lookup(|name| {
-        names_the_store(name)
-            .then(|| resolved.get(name).cloned().or_else(|| env(name)))
-            .flatten()
-    })
-}
-
-/// What a start reads from the store: the variables of the stored credentials, after
-/// refreshing those due ([`flow::refresh_due`]). Reads only when some network lacks a plain or
-/// `_PARAM` credential.
-///
-/// # Errors
-/// A store that holds (or may hold) credentials but cannot be read: the networks whose
-/// credential lives there cannot be told from networks that have none, so the commands that
-/// post refuse to start rather than run them as dry runs (a dry run would answer `posted` for
-/// a draft that was never sent).
-pub async fn at_start(
-    config: &crate::config::Config,
-    vars: Vars<'_>,
-) -> Result<HashMap<String, String>, String> {
-    if !some_network_lacks(vars) {
-        return Ok(HashMap::new());
-    }
-    if config.table.is_none()
-        && config.database_url.is_none()
-        && !crate::record::local::LocalStore::has_secret(&config.data_dir, SECRET_NAME)
-    {
-        return Ok(HashMap::new());
-    }
-    let unreadable = |e: &dyn std::fmt::Display| {
-        tracing::warn!(error = %e, "the stored credentials cannot be read");
-        format!("the stored credentials cannot be read ({e}); nothing was sent: run again once the store answers (`postonce auth status` shows them)")
-    };
-    // A store that cannot be opened at all (a schema behind, a malformed address) stops the
-    // start anyway, with its own message and fix: the app opens it the same way.
-    let Ok(records) = crate::app::record_store(config).await else {
-        return Ok(HashMap::new());
-    };
-    let http = crate::app::http_client().map_err(|e| unreadable(&e))?;
-    let stored = flow::refresh_due(&*records, vars, &http, crate::record::now_s())
-        .await
-        .map_err(|e| unreadable(&e))?;
-    let found = variables(vars, &stored);
-    if !found.is_empty() {
-        IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    Ok(found)
-}
-
 /// Set once a start took some network's credential from the store: only then does the
 /// sweeper read the stored credentials to tell of a coming expiry (a process using none pays
 /// no request for it).
 static IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes that this process took some network's credential from the store at its start.
+pub fn mark_in_use() {
+    IN_USE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Whether this process took a credential from the store at its start.
 pub fn in_use() -> bool {
@@ -329,52 +235,6 @@ pub fn until(at: i64, now: i64) -> String {
         format!("in {}", span(d))
     } else {
         format!("expired {} ago", span(d))
-    }
-}
-
-/// (De)serializes an optional [`Secret`] as its value (for the store only).
-mod opt_secret {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::vars::Secret;
-
-    #[allow(clippy::ref_option)]
-    pub fn serialize<S: Serializer>(v: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(secret) => s.serialize_some(secret.expose()),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
-        Ok(Option::<String>::deserialize(d)?.map(Secret::new))
-    }
-}
-
-/// (De)serializes a map of [`Secret`]s as their values (for the store only).
-mod secret_map {
-    use std::collections::BTreeMap;
-
-    use serde::ser::SerializeMap;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::vars::Secret;
-
-    pub fn serialize<S: Serializer>(v: &BTreeMap<String, Secret>, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(v.len()))?;
-        for (k, secret) in v {
-            map.serialize_entry(k, secret.expose())?;
-        }
-        map.end()
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<String, Secret>, D::Error> {
-        Ok(BTreeMap::<String, String>::deserialize(d)?
-            .into_iter()
-            .map(|(k, v)| (k, Secret::new(v)))
-            .collect())
     }
 }
 

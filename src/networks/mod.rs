@@ -10,9 +10,11 @@
 //! (and its README and template rows).
 
 pub mod adapter;
+pub mod auth;
 pub mod capabilities;
 pub mod http;
 pub mod links;
+pub mod oauth;
 pub mod show;
 
 use std::collections::BTreeMap;
@@ -147,7 +149,7 @@ pub struct Definition {
     /// Reads and checks its variables.
     pub load: Loader,
     /// Its `postonce auth <network>` flow (its folder's `auth.rs`), if it has one.
-    pub auth: Option<&'static dyn crate::credentials::AuthFlow>,
+    pub auth: Option<&'static dyn auth::AuthFlow>,
 }
 
 /// Reads and checks a network's variables.

@@ -43,12 +43,13 @@ mod repair;
 mod retry;
 mod schedule;
 mod sweep;
+mod sweep_report;
 mod targets;
 
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;
 pub use schedule::PACING_MARGIN;
-pub use sweep::{Delayed, SweepReport, Waiting};
+pub use sweep_report::{Delayed, SweepReport, Waiting};
 pub use targets::TextError;
 
 use guard::{Finish, Progress, Stage, Unrecorded};

@@ -4,7 +4,7 @@
 //! sweep's `waiting`) and the sweeper tells the owner once. They are never run, so nothing goes
 //! out as a dry run by accident; once the credentials are back, the sweeper takes them up.
 
-use super::sweep::Waiting;
+use super::sweep_report::Waiting;
 use super::*;
 
 /// A draft in the real stores whose network's lane is a dry run.

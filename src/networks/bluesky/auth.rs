@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde_json::json;
 
-use crate::credentials::oauth::{call, text};
-use crate::credentials::{AuthContext, AuthError, AuthFlow, Credential};
+use crate::networks::oauth::{call, text};
+use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 
 /// The flow, as the registry holds it.
 pub static FLOW: BlueskyAuth = BlueskyAuth;

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::credentials::flow::RefreshContext;
-use crate::credentials::oauth::{call, query, text};
-use crate::credentials::{AuthContext, AuthError, AuthFlow, Credential};
+use crate::networks::auth::RefreshContext;
+use crate::networks::oauth::{call, query, text};
+use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 use crate::vars::Secret;
 
 /// The flow, as the registry holds it.
@@ -56,7 +56,7 @@ impl AuthFlow for LinkedInAuth {
         }
         let oauth = cx.var_or("LINKEDIN_OAUTH_URL", DEFAULT_OAUTH_URL);
         let api = cx.var_or("LINKEDIN_API_URL", "https://api.linkedin.com");
-        let version = cx.var_or("LINKEDIN_VERSION", super::config::DEFAULT_VERSION);
+        let version = cx.var_or("LINKEDIN_VERSION", super::DEFAULT_VERSION);
         let scopes = match &author {
             Some(a) if a.starts_with("urn:li:organization:") => {
                 format!("{MEMBER_SCOPES} {ORGANIZATION_SCOPES}")

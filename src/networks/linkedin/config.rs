@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::dry_run::DryRun;
 use super::rest::LinkedIn;
 use super::target::LinkedInTarget;
-use super::Publisher;
+use super::{Publisher, DEFAULT_VERSION};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, PostError, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
@@ -23,9 +23,6 @@ pub const DEFINITION: Definition = Definition {
     load,
     auth: Some(&super::auth::FLOW),
 };
-
-/// Default `LINKEDIN_VERSION` (versions live at least a year).
-pub const DEFAULT_VERSION: &str = "202610";
 
 /// LinkedIn's configuration.
 #[derive(Clone, Debug)]

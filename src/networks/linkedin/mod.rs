@@ -18,6 +18,9 @@ pub mod target;
 
 pub use config::DEFINITION;
 
+/// Default `LINKEDIN_VERSION` (versions live at least a year).
+pub const DEFAULT_VERSION: &str = "202610";
+
 use std::time::Duration;
 
 use async_trait::async_trait;

@@ -6,8 +6,8 @@
 
 use async_trait::async_trait;
 
-use crate::credentials::oauth::{call, query, text, CALLBACK_PATH, PASTE_PORT};
-use crate::credentials::{AuthContext, AuthError, AuthFlow, Credential};
+use crate::networks::oauth::{call, query, text, CALLBACK_PATH, PASTE_PORT};
+use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 use crate::vars::Secret;
 
 /// The flow, as the registry holds it.

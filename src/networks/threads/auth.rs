@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::credentials::flow::RefreshContext;
-use crate::credentials::oauth::{call, query, text};
-use crate::credentials::{AuthContext, AuthError, AuthFlow, Credential};
+use crate::networks::auth::RefreshContext;
+use crate::networks::oauth::{call, query, text};
+use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 use crate::vars::Secret;
 
 /// The flow, as the registry holds it.

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use async_trait::async_trait;
 
 use super::oauth1::{base_string, encode, nonce, sign, timestamp};
-use crate::credentials::{AuthContext, AuthError, AuthFlow, Credential};
+use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 use crate::vars::Secret;
 
 /// The flow, as the registry holds it.

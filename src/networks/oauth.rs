@@ -12,7 +12,31 @@ use base64::Engine;
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::flow::{AuthError, AuthOptions};
+/// A refusal of `auth`: the message names the cause and the fix; nothing was stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuthError(pub String);
+
+impl AuthError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// What the command line asked of a flow.
+#[derive(Debug, Clone, Default)]
+pub struct AuthOptions {
+    /// Read the redirected address (or the bare code) from standard input.
+    pub paste: bool,
+    /// Never open a browser.
+    pub no_browser: bool,
+    /// The listener's (and the redirect URI's) fixed port.
+    pub port: Option<u16>,
+    /// LinkedIn: post as this author (`urn:li:organization:…`) instead of the member.
+    pub author: Option<String>,
+    /// Mastodon: the instance.
+    pub instance: Option<String>,
+}
 
 /// How long the listener waits for the browser.
 const LISTEN_FOR: Duration = Duration::from_secs(600);
