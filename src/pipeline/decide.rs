@@ -78,57 +78,13 @@ impl Lane {
         seen: Option<Draft>,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let t = self.settings.timeouts;
         if let Some(why) = fault("after-claim").await {
             return (failed(key, true, why), Finish::Release);
         }
 
-        // A sweep's run read nothing before the claim: it starts its attempt in the request
-        // that reads the draft here, before the risky phases (issue 30, finding 3), so a run
-        // that dies in them is counted. (A trigger's draft write started it already.)
-        let starts = seen.is_none() && req.content.is_none() && req.action == Action::Post;
-        let mut direct = seen.filter(|d| {
-            req.action == Action::Post
-                && matches!(
-                    d.status,
-                    DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
-                )
-        });
-        if starts {
-            let from = [
-                DraftStatus::New,
-                DraftStatus::Failed,
-                DraftStatus::NeedsReview,
-                DraftStatus::Scheduled,
-            ];
-            let started = dl
-                .work(t.dynamodb, self.records.start_attempt(key, &from, now_s()))
-                .await;
-            match flatten_value(started) {
-                Ok(started) => direct = started,
-                Err(e) => {
-                    return (
-                        failed(key, true, format!("{e}; nothing was posted")),
-                        Finish::Release,
-                    )
-                }
-            }
-        }
-        let checked = direct.is_none();
-        let snapshot = match direct {
-            Some(draft) => Snapshot {
-                draft: Some(draft),
-                ..Snapshot::default()
-            },
-            None => match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
-                Ok(s) => s,
-                Err(e) => {
-                    return (
-                        failed(key, true, format!("{e}; nothing was posted")),
-                        Finish::Release,
-                    )
-                }
-            },
+        let (snapshot, checked) = match self.read_under_claim(req, dl, seen).await {
+            Ok(read) => read,
+            Err(done) => return done,
         };
         let dry_record = snapshot
             .record
@@ -174,9 +130,111 @@ impl Lane {
             );
         };
         let draft = snapshot.draft.as_ref();
-        // Only a draft that no other attempt is in flight for may take the intent (the write is
-        // conditional, so two runs that both got past a lost claim cannot both post); the
-        // owner's Post anyway, and a dry run's traces in the real draft, may be replaced.
+        let (intent_from, replaces) = match self
+            .intent_takes(req, dl, draft, dry_record, progress)
+            .await
+        {
+            Ok(takes) => takes,
+            Err(done) => return done,
+        };
+        let attempts = draft.map_or(0, |d| d.attempts);
+        let (outcome, finish) = self
+            .publish(
+                req,
+                dl,
+                &content,
+                attempts,
+                progress,
+                publish::Takes {
+                    from: &intent_from,
+                    replaces: replaces.as_deref(),
+                },
+            )
+            .await;
+        if !checked && outcome.outcome == OutcomeKind::Failed && progress.stage() == Stage::Claimed
+        {
+            if let Some(posted) = self.posted_after_all(key, dl).await {
+                return (posted, Finish::Release);
+            }
+        }
+        (outcome, finish)
+    }
+
+    /// What the run decides on, read while it holds the claim: the draft as the trigger or the
+    /// plan read it when that decides a plain post (`checked` false: the record unread, its
+    /// absence a condition of the intent write), or the record and the draft read again. A
+    /// sweep's run starts its attempt in that read (issue 30, finding 3), so a run that dies in
+    /// the risky phases is counted.
+    async fn read_under_claim(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        seen: Option<Draft>,
+    ) -> Result<(Snapshot, bool), (Outcome, Finish)> {
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        // A trigger's draft write started the attempt already.
+        let starts = seen.is_none() && req.content.is_none() && req.action == Action::Post;
+        let mut direct = seen.filter(|d| {
+            req.action == Action::Post
+                && matches!(
+                    d.status,
+                    DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
+                )
+        });
+        if starts {
+            let from = [
+                DraftStatus::New,
+                DraftStatus::Failed,
+                DraftStatus::NeedsReview,
+                DraftStatus::Scheduled,
+            ];
+            let started = dl
+                .work(t.dynamodb, self.records.start_attempt(key, &from, now_s()))
+                .await;
+            match flatten_value(started) {
+                Ok(started) => direct = started,
+                Err(e) => {
+                    return Err((
+                        failed(key, true, format!("{e}; nothing was posted")),
+                        Finish::Release,
+                    ))
+                }
+            }
+        }
+        let checked = direct.is_none();
+        let snapshot = match direct {
+            Some(draft) => Snapshot {
+                draft: Some(draft),
+                ..Snapshot::default()
+            },
+            None => match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+                Ok(s) => s,
+                Err(e) => {
+                    return Err((
+                        failed(key, true, format!("{e}; nothing was posted")),
+                        Finish::Release,
+                    ))
+                }
+            },
+        };
+        Ok((snapshot, checked))
+    }
+
+    /// The states the intent may be taken from, and the attempt it replaces. Only a draft that
+    /// no other attempt is in flight for may take it (the write is conditional, so two runs
+    /// that both got past a lost claim cannot both post); the owner's Post anyway, and a dry
+    /// run's traces in the real draft, may be replaced. `Err`: an unknown attempt settled
+    /// instead ([`Self::reconcile`]), or still quiet.
+    async fn intent_takes(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: Option<&Draft>,
+        dry_record: bool,
+        progress: &Progress,
+    ) -> Result<(Vec<DraftStatus>, Option<String>), (Outcome, Finish)> {
+        let key = &req.key;
         let mut intent_from = vec![
             DraftStatus::New,
             DraftStatus::Failed,
@@ -201,11 +259,11 @@ impl Lane {
                 // one): nothing was sent to the network, so there is nothing to reconcile.
                 tracing::warn!("ignoring a dry run's unknown attempt on the draft");
             } else if req.action != Action::Force {
-                return self.reconcile(req, dl, d, progress).await;
+                return Err(self.reconcile(req, dl, d, progress).await);
             } else if let Some(wait) = self.still_quiet(key, d) {
                 // Post anyway is the owner's word that the earlier attempt is not there; while
                 // it may still be in flight, nobody can know that yet.
-                return (wait, Finish::Release);
+                return Err((wait, Finish::Release));
             } else {
                 tracing::warn!("the owner chose Post anyway after an unknown outcome");
             }
@@ -218,35 +276,23 @@ impl Lane {
                 None => intent_from.push(DraftStatus::Unknown),
             }
         }
-        let attempts = draft.map_or(0, |d| d.attempts);
-        let (outcome, finish) = self
-            .publish(
-                req,
-                dl,
-                &content,
-                attempts,
-                progress,
-                publish::Takes {
-                    from: &intent_from,
-                    replaces: replaces.as_deref(),
-                },
-            )
-            .await;
-        // A run that went straight on (the record unread) and failed before its intent (the
-        // image, the upload): the record is read now, so a key that is posted (its draft item
-        // had expired and was sent again) is answered as posted, never as a failure.
-        if !checked && outcome.outcome == OutcomeKind::Failed && progress.stage() == Stage::Claimed
+        Ok((intent_from, replaces))
+    }
+
+    /// A run that went straight on (the record unread) and failed before its intent (the
+    /// image, the upload): the record is read now, so a key that is posted (its draft item had
+    /// expired and was sent again) is answered as posted, never as a failure.
+    async fn posted_after_all(&self, key: &PostKey, dl: &Deadline) -> Option<Outcome> {
+        let t = self.settings.timeouts;
+        if let Ok(Ok(Snapshot {
+            record: Some(record),
+            ..
+        })) = dl.work(t.dynamodb, self.records.load(key, None)).await
         {
-            if let Ok(Ok(Snapshot {
-                record: Some(record),
-                ..
-            })) = dl.work(t.dynamodb, self.records.load(key, None)).await
-            {
-                if self.counts(&record) {
-                    return (self.already(key, dl, &record, true).await, Finish::Release);
-                }
+            if self.counts(&record) {
+                return Some(self.already(key, dl, &record, true).await);
             }
         }
-        (outcome, finish)
+        None
     }
 }

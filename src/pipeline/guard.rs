@@ -180,10 +180,29 @@ impl Lane {
         dl: &Deadline,
         mut seen: Option<Draft>,
     ) -> Outcome {
+        if let Some(done) = self.store_carried(req, dl, &mut seen).await {
+            return done;
+        }
+        if let Some(refused) = self.refuse_outlasting_claim(&req.key, dl).await {
+            return refused;
+        }
+        if let Err(done) = self.take_claim(req, dl).await {
+            return done;
+        }
+        self.under_claim(req, dl, seen).await
+    }
+
+    /// The draft a trigger carried is stored first, whatever happens next: nothing is lost.
+    /// `Some`: the run ends here (it could not be stored, or it is posted already); otherwise
+    /// `seen` is the draft as stored.
+    async fn store_carried(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        seen: &mut Option<Draft>,
+    ) -> Option<Outcome> {
         let key = &req.key;
         let t = self.settings.timeouts;
-
-        // The draft a trigger carried is stored first, whatever happens next: nothing is lost.
         if let Some(content) = &req.content {
             let saved = dl
                 .work(
@@ -195,18 +214,18 @@ impl Lane {
             let draft = match flatten_value(saved) {
                 Ok(draft) => draft,
                 Err(e) => {
-                    return failed(
+                    return Some(failed(
                         key,
                         true,
                         format!("could not store the draft ({e}); nothing was posted"),
-                    );
+                    ));
                 }
             };
             match draft.status {
                 // Posted: the write found the record's copy, and a record is final (no claim).
                 DraftStatus::Posted => {
                     if let Some(record) = draft.record.as_ref().filter(|r| self.counts(r)) {
-                        return self.already(key, dl, record, false).await;
+                        return Some(self.already(key, dl, record, false).await);
                     }
                 }
                 // Sent again after a cancel, or again without a time while scheduled: an
@@ -222,38 +241,50 @@ impl Lane {
                     )
                     .await;
                 }
-                _ => seen = Some(draft),
+                _ => *seen = Some(draft),
             }
         }
-        if dl.remaining() >= self.settings.claim_ttl {
-            // A configuration error, not a bad draft: the draft is stored and waits.
-            let mut outcome = failed(
-                key,
-                false,
-                format!(
-                    "refused: this run's deadline ({}s away) would outlast the claim TTL ({}s), so the claim could expire while it posts; set POSTONCE_CLAIM_TTL_S above the function timeout. The draft is stored; nothing was posted",
-                    dl.remaining().as_secs(),
-                    self.settings.claim_ttl.as_secs()
-                ),
-            );
-            outcome.misconfigured = true;
-            // Noted as a permanent failure, so the sweeper does not re-run it every minute and
-            // the owner is told once (it waits for a person: the setting).
-            self.mark_failed(
-                key,
-                dl,
-                &outcome.detail,
-                false,
-                0,
-                None,
-                &[DraftStatus::New, DraftStatus::Failed],
-            )
-            .await;
-            return outcome;
-        }
+        None
+    }
 
+    /// A run whose deadline would outlast the claim's TTL could post after its claim expired:
+    /// refused, a configuration error rather than a bad draft (the draft is stored and waits).
+    async fn refuse_outlasting_claim(&self, key: &PostKey, dl: &Deadline) -> Option<Outcome> {
+        if dl.remaining() < self.settings.claim_ttl {
+            return None;
+        }
+        let mut outcome = failed(
+            key,
+            false,
+            format!(
+                "refused: this run's deadline ({}s away) would outlast the claim TTL ({}s), so the claim could expire while it posts; set POSTONCE_CLAIM_TTL_S above the function timeout. The draft is stored; nothing was posted",
+                dl.remaining().as_secs(),
+                self.settings.claim_ttl.as_secs()
+            ),
+        );
+        outcome.misconfigured = true;
+        // Noted as a permanent failure, so the sweeper does not re-run it every minute and
+        // the owner is told once (it waits for a person: the setting).
+        self.mark_failed(
+            key,
+            dl,
+            &outcome.detail,
+            false,
+            0,
+            None,
+            &[DraftStatus::New, DraftStatus::Failed],
+        )
+        .await;
+        Some(outcome)
+    }
+
+    /// Takes the claim (no post without one). `Err`: what this run answers instead (the claim
+    /// store failed, another run holds it, or the draft is posted and its record is repaired).
+    async fn take_claim(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
+        let key = &req.key;
+        let t = self.settings.timeouts;
         if let Some(why) = fault("before-claim").await {
-            return failed(key, true, format!("{why}; nothing was posted"));
+            return Err(failed(key, true, format!("{why}; nothing was posted")));
         }
         let mut acquired = self.acquire(req, dl).await;
         if let Ok(Acquire::Held(Some(ClaimValue::Posted(urn)))) = &acquired {
@@ -285,27 +316,31 @@ impl Lane {
                     &[DraftStatus::New, DraftStatus::Failed],
                 )
                 .await;
-                return failed(key, true, detail);
+                return Err(failed(key, true, detail));
             }
         };
         match acquired {
-            Acquire::Acquired => {}
-            Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => {}
+            Acquire::Acquired => Ok(()),
+            Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => Ok(()),
             Acquire::Held(Some(ClaimValue::Posted(urn)))
                 if self.adapter.is_dry_run() || !is_dry_run_urn(&urn) =>
             {
-                return self.repair(req, dl, urn).await
+                Err(self.repair(req, dl, urn).await)
             }
-            Acquire::Held(_) => {
-                return Outcome::new(
-                    key,
-                    OutcomeKind::BeingPosted,
-                    "another run holds the claim and is posting this draft now; nothing was done",
-                )
-                .retryable(true)
-            }
+            Acquire::Held(_) => Err(Outcome::new(
+                key,
+                OutcomeKind::BeingPosted,
+                "another run holds the claim and is posting this draft now; nothing was done",
+            )
+            .retryable(true)),
         }
+    }
 
+    /// Under the claim: [`Self::claimed`], caught if it panics, then the claim released, or
+    /// kept where the network accepted the post and its record could not be written.
+    async fn under_claim(&self, req: &PostRequest, dl: &Deadline, seen: Option<Draft>) -> Outcome {
+        let key = &req.key;
+        let t = self.settings.timeouts;
         let progress = Arc::new(Progress::default());
         let guard = ClaimGuard {
             claims: self.claims.clone(),

@@ -142,118 +142,20 @@ impl Lane {
         begun: Mutex<Option<MediaRef>>,
         text: &str,
     ) -> (Outcome, Finish) {
-        let (intent_from, replaces) = (takes.from, takes.replaces);
-        let key = &req.key;
-        let t = self.settings.timeouts;
-
-        let uploaded = match self
-            .with_retries(
-                dl,
-                self.budget,
-                // The first try uses the upload begun above; a retry starts afresh.
-                || async {
-                    let first = begun.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    match first {
-                        Some(begun) => self.adapter.upload_begun(media, &begun).await,
-                        None => self.adapter.upload(media).await,
-                    }
-                },
-                PostError::is_transient,
-                rate_limit_wait,
-            )
+        let (uploaded, post) = match self
+            .upload_and_stage(req, dl, content, attempts, media, begun, text)
             .await
         {
-            Ok(uploaded) => uploaded,
-            Err(gave) => {
-                return self
-                    .fail_publish(key, dl, "image upload", gave, attempts)
-                    .await
-            }
+            Ok(staged) => staged,
+            Err(done) => return done,
         };
-        if let Some(why) = fault("after-upload").await {
-            return (failed(key, true, why), Finish::Release);
-        }
-
-        let post = self.adapter.prepare(text, &uploaded, &key.to_string());
-        // What the network makes before the create names it (a container, for a network that stages one): made before
-        // the intent, so that the intent keeps it; safe to repeat, since only the request it
-        // answers (the one kept) ever uses it.
-        let post = match self
-            .with_retries(
-                dl,
-                self.budget,
-                || self.adapter.stage(&post, &content.image),
-                PostError::is_transient,
-                rate_limit_wait,
-            )
+        let pending = match self
+            .take_the_intent(req, dl, content, attempts, takes, &uploaded, &post)
             .await
         {
-            Ok(post) => post,
-            Err(gave) => {
-                return self
-                    .fail_publish(key, dl, "preparing the post", gave, attempts)
-                    .await
-            }
+            Ok(pending) => pending,
+            Err(done) => return done,
         };
-        // The intent goes to durable storage before the request leaves: if this process dies
-        // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
-        let pending = PendingPost {
-            commentary: post.text.clone(),
-            image_urn: media_name(&uploaded),
-            alt: content.alt.clone(),
-            at: now_s(),
-            run: req.run_id.clone(),
-            caption_hash: Some(self.text_hash(content)),
-            last_sent_at: None,
-            request: Some(post.clone()),
-        };
-        // Replacing another attempt (Post anyway, a dry run's trace) holds only while that
-        // attempt is still the kept one: a reconcile that re-sent it meanwhile wins.
-        let intent = match replaces {
-            Some(run) => DraftUpdate::IfAttempt {
-                run: run.to_owned(),
-                update: Box::new(DraftUpdate::Intent(pending.clone())),
-            },
-            None => DraftUpdate::Intent(pending.clone()),
-        };
-        // The deciding checks ride on the intent (rule 2, under the claim): no record, and,
-        // unless the owner said Post anyway, the caption not posted under another key.
-        let caption = (req.action != Action::Force).then_some(pending.caption_hash.as_deref());
-        let intent = dl
-            .work(
-                t.dynamodb,
-                self.records
-                    .take_intent(key, &intent, intent_from, caption.flatten(), now_s()),
-            )
-            .await;
-        match flatten_value(intent) {
-            Ok(Intent::Taken) => {}
-            Ok(Intent::Recorded(record)) => {
-                return (self.already(key, dl, &record, true).await, Finish::Release)
-            }
-            Ok(Intent::CaptionOwner(other)) => {
-                return self.caption_taken(key, dl, &other, attempts).await
-            }
-            Ok(Intent::Refused) => {
-                // Another run's attempt, a schedule or a cancel got to the draft first (for
-                // an attempt: possible only if this run's claim was lost, e.g. Redis restarted
-                // empty): the conditional intent is the second lock.
-                tracing::error!("the draft is no longer in a state this run may take; not posting");
-                let outcome = Outcome::new(
-                    key,
-                    OutcomeKind::BeingPosted,
-                    "another run is posting this draft or changed it first (its state is stored); nothing was posted",
-                )
-                .retryable(true);
-                return (outcome, Finish::Release);
-            }
-            Err(e) => {
-                let why = format!(
-                    "could not record the attempt before posting ({e}); nothing was posted"
-                );
-                return (failed(key, true, why), Finish::Release);
-            }
-        }
         progress.set(Stage::Intent);
         if let Some(why) = fault("after-intent").await {
             return (
@@ -291,5 +193,150 @@ impl Lane {
             progress,
         )
         .await
+    }
+
+    /// The cover uploaded (the first try uses the upload begun while the image was fetched)
+    /// and the post prepared and staged: everything the intent keeps.
+    #[allow(clippy::too_many_arguments)]
+    async fn upload_and_stage(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        content: &DraftContent,
+        attempts: u32,
+        media: &Media,
+        begun: Mutex<Option<MediaRef>>,
+        text: &str,
+    ) -> Result<(MediaRef, PreparedPost), (Outcome, Finish)> {
+        let key = &req.key;
+        let uploaded = match self
+            .with_retries(
+                dl,
+                self.budget,
+                // The first try uses the upload begun above; a retry starts afresh.
+                || async {
+                    let first = begun.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    match first {
+                        Some(begun) => self.adapter.upload_begun(media, &begun).await,
+                        None => self.adapter.upload(media).await,
+                    }
+                },
+                PostError::is_transient,
+                rate_limit_wait,
+            )
+            .await
+        {
+            Ok(uploaded) => uploaded,
+            Err(gave) => {
+                return Err(self
+                    .fail_publish(key, dl, "image upload", gave, attempts)
+                    .await)
+            }
+        };
+        if let Some(why) = fault("after-upload").await {
+            return Err((failed(key, true, why), Finish::Release));
+        }
+
+        let post = self.adapter.prepare(text, &uploaded, &key.to_string());
+        // What the network makes before the create names it (a container, for a network that stages one): made before
+        // the intent, so that the intent keeps it; safe to repeat, since only the request it
+        // answers (the one kept) ever uses it.
+        let post = match self
+            .with_retries(
+                dl,
+                self.budget,
+                || self.adapter.stage(&post, &content.image),
+                PostError::is_transient,
+                rate_limit_wait,
+            )
+            .await
+        {
+            Ok(post) => post,
+            Err(gave) => {
+                return Err(self
+                    .fail_publish(key, dl, "preparing the post", gave, attempts)
+                    .await)
+            }
+        };
+        Ok((uploaded, post))
+    }
+
+    /// The intent written, with the deciding checks riding on it (rule 2): `Ok` the attempt
+    /// as kept; `Err` what this run answers instead (posted already, the caption another
+    /// key's, another run first, the store failed).
+    #[allow(clippy::too_many_arguments)]
+    async fn take_the_intent(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        content: &DraftContent,
+        attempts: u32,
+        takes: Takes<'_>,
+        uploaded: &MediaRef,
+        post: &PreparedPost,
+    ) -> Result<PendingPost, (Outcome, Finish)> {
+        let (intent_from, replaces) = (takes.from, takes.replaces);
+        let key = &req.key;
+        let t = self.settings.timeouts;
+        // The intent goes to durable storage before the request leaves: if this process dies
+        // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
+        let pending = PendingPost {
+            commentary: post.text.clone(),
+            image_urn: media_name(uploaded),
+            alt: content.alt.clone(),
+            at: now_s(),
+            run: req.run_id.clone(),
+            caption_hash: Some(self.text_hash(content)),
+            last_sent_at: None,
+            request: Some(post.clone()),
+        };
+        // Replacing another attempt (Post anyway, a dry run's trace) holds only while that
+        // attempt is still the kept one: a reconcile that re-sent it meanwhile wins.
+        let intent = match replaces {
+            Some(run) => DraftUpdate::IfAttempt {
+                run: run.to_owned(),
+                update: Box::new(DraftUpdate::Intent(pending.clone())),
+            },
+            None => DraftUpdate::Intent(pending.clone()),
+        };
+        // The deciding checks ride on the intent (rule 2, under the claim): no record, and,
+        // unless the owner said Post anyway, the caption not posted under another key.
+        let caption = (req.action != Action::Force).then_some(pending.caption_hash.as_deref());
+        let intent = dl
+            .work(
+                t.dynamodb,
+                self.records
+                    .take_intent(key, &intent, intent_from, caption.flatten(), now_s()),
+            )
+            .await;
+        match flatten_value(intent) {
+            Ok(Intent::Taken) => {}
+            Ok(Intent::Recorded(record)) => {
+                return Err((self.already(key, dl, &record, true).await, Finish::Release))
+            }
+            Ok(Intent::CaptionOwner(other)) => {
+                return Err(self.caption_taken(key, dl, &other, attempts).await)
+            }
+            Ok(Intent::Refused) => {
+                // Another run's attempt, a schedule or a cancel got to the draft first (for
+                // an attempt: possible only if this run's claim was lost, e.g. Redis restarted
+                // empty): the conditional intent is the second lock.
+                tracing::error!("the draft is no longer in a state this run may take; not posting");
+                let outcome = Outcome::new(
+                    key,
+                    OutcomeKind::BeingPosted,
+                    "another run is posting this draft or changed it first (its state is stored); nothing was posted",
+                )
+                .retryable(true);
+                return Err((outcome, Finish::Release));
+            }
+            Err(e) => {
+                let why = format!(
+                    "could not record the attempt before posting ({e}); nothing was posted"
+                );
+                return Err((failed(key, true, why), Finish::Release));
+            }
+        }
+        Ok(pending)
     }
 }

@@ -102,6 +102,31 @@ impl Lane {
             .caption_hash
             .clone()
             .or_else(|| draft.content.as_ref().map(|c| self.text_hash(c)));
+        if let Some(settled) = self
+            .look_up_first(req, dl, draft, &post, hash.clone(), progress)
+            .await
+        {
+            return settled;
+        }
+        self.resend(req, dl, draft, &post, hash, progress).await
+    }
+
+    /// Where the network settles an unknown attempt by reading (X), where its key's window has
+    /// passed, or where the record key was chosen by the client: reads the account's posts (or
+    /// the key) first. `Some` when that settled it (recorded, refused, or the owner asked);
+    /// `None` when the identical re-send is the next step.
+    async fn look_up_first(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: &Draft,
+        post: &PreparedPost,
+        hash: Option<String>,
+        progress: &Progress,
+    ) -> Option<(Outcome, Finish)> {
+        let on = self.network.label();
+        let pending = draft.pending.as_ref()?;
+        let age = now_s().saturating_sub(pending.at);
         // Replay past the key's window: the post can only be looked up now.
         // With a margin: the replay reaches the network only after the re-send is recorded and
         // its request travels, and the network counts its window from the create, which came
@@ -113,46 +138,65 @@ impl Lane {
         // recorded on a hit, and replayed only when the key holds nothing.
         let keyed = settle == Settle::Replay { window: None };
         if settle == Settle::ReadBack || expired || keyed {
-            match self.read_back(dl, &post, pending.at).await {
+            let settled = match self.read_back(dl, post, pending.at).await {
                 Ok(Some(found)) => {
                     tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
                     progress.created(found.id.clone());
-                    return self
-                        .record(
-                            req,
-                            dl,
-                            found,
-                            hash,
-                            OutcomeKind::AlreadyPosted,
-                            "lookup",
-                            progress,
-                        )
-                        .await;
+                    self.record(
+                        req,
+                        dl,
+                        found,
+                        hash,
+                        OutcomeKind::AlreadyPosted,
+                        "lookup",
+                        progress,
+                    )
+                    .await
                 }
                 Ok(None) if expired => {
                     let why = format!("an earlier attempt {age}s ago may have posted it; that is past the time {on} remembers its idempotency key, and it is not among the account's recent posts");
-                    return self.settle_by_owner(req, dl, draft, why).await;
+                    self.settle_by_owner(req, dl, draft, why).await
                 }
-                Ok(None) => {}
+                Ok(None) => return None,
                 Err(PostError::Gone { message, .. }) => {
                     let why = format!(
                         "the earlier attempt did not post on {on} and no longer can ({message})"
                     );
-                    return self.not_posted(req, dl, draft, &pending.run, why).await;
+                    self.not_posted(req, dl, draft, &pending.run, why).await
                 }
                 Err(PostError::ReadRefused { message, .. }) => {
                     let why = format!("an earlier attempt may be on {on}, and {on} refused to let this account read its posts back ({message})");
-                    return self.settle_by_owner(req, dl, draft, why).await;
+                    self.settle_by_owner(req, dl, draft, why).await
                 }
                 Err(e) => {
                     let again = e.is_transient();
                     let why = format!("could not read the account's posts on {on} to check the earlier attempt ({e})");
-                    return self
-                        .unsettled(req, dl, draft, &pending.run, why, again)
-                        .await;
+                    self.unsettled(req, dl, draft, &pending.run, why, again)
+                        .await
                 }
-            }
+            };
+            return Some(settled);
         }
+        None
+    }
+
+    /// The identical re-send of the kept request (its key or its duplicate check settles it):
+    /// with its whole budget, its cover, its pacing slot, and the re-send stamped first so that
+    /// only one of two reconciling runs sends.
+    async fn resend(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: &Draft,
+        post: &PreparedPost,
+        hash: Option<String>,
+        progress: &Progress,
+    ) -> (Outcome, Finish) {
+        let key = &req.key;
+        let on = self.network.label();
+        let Some(pending) = &draft.pending else {
+            return self.ask_owner(key, "an earlier attempt's request was not kept");
+        };
         tracing::warn!(
             first_attempt = pending.at,
             "re-sending the identical create to reconcile an unknown outcome"
@@ -201,8 +245,39 @@ impl Lane {
                     .await;
             }
         }
-        // The re-send is a new attempt: its time restarts the quiet period for every later run,
-        // and the conditional write lets only one of two reconciling runs send.
+        let stamped_at = match self.stamp_resend(req, dl, draft, progress).await {
+            Ok(at) => at,
+            Err(settled) => return settled,
+        };
+        let sending = super::create::Sending {
+            reconciling: Some(draft),
+            stamped_at,
+        };
+        let (mut outcome, finish) = self
+            .create(req, dl, post, &media, hash, sending, progress)
+            .await;
+        // The cover a replay uploaded again is shown, as a first try's is.
+        if sent.is_some() {
+            outcome.image = sent;
+        }
+        (outcome, finish)
+    }
+
+    /// Records the re-send as a new attempt before it goes out: its time restarts the quiet
+    /// period for every later run, and the conditional write lets only one of two reconciling
+    /// runs send. `Ok`: the time it was stamped at; `Err`: what this run answers instead.
+    async fn stamp_resend(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        draft: &Draft,
+        progress: &Progress,
+    ) -> Result<i64, (Outcome, Finish)> {
+        let key = &req.key;
+        let on = self.network.label();
+        let Some(pending) = &draft.pending else {
+            return Err(self.ask_owner(key, "an earlier attempt's request was not kept"));
+        };
         let t = self.settings.timeouts;
         let stamped_at = now_s();
         let taken = dl
@@ -225,7 +300,7 @@ impl Lane {
                 progress.set(Stage::Intent);
                 // The write took time too: the re-send goes out with its whole budget or not.
                 if dl.for_work(self.budget) != Some(self.budget) {
-                    return (
+                    return Err((
                         Outcome::new(
                             key,
                             OutcomeKind::Unknown,
@@ -233,11 +308,11 @@ impl Lane {
                         )
                         .retryable(true),
                         Finish::Release,
-                    );
+                    ));
                 }
             }
             Ok(false) => {
-                return (
+                return Err((
                     Outcome::new(
                         key,
                         OutcomeKind::BeingPosted,
@@ -247,27 +322,16 @@ impl Lane {
                     )
                     .retryable(true),
                     Finish::Release,
-                )
+                ))
             }
             Err(e) => {
                 let why = format!("could not record the check before re-sending ({e})");
-                return self
+                return Err(self
                     .unsettled(req, dl, draft, &pending.run, why, true)
-                    .await;
+                    .await);
             }
         }
-        let sending = super::create::Sending {
-            reconciling: Some(draft),
-            stamped_at,
-        };
-        let (mut outcome, finish) = self
-            .create(req, dl, &post, &media, hash, sending, progress)
-            .await;
-        // The cover a replay uploaded again is shown, as a first try's is.
-        if sent.is_some() {
-            outcome.image = sent;
-        }
-        (outcome, finish)
+        Ok(stamped_at)
     }
 
     /// A check that settled nothing and sent nothing: counted on the draft as an attempt. While
