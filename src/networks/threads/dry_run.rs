@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use serde_json::json;
 
+use super::publish::{container_fields, with_image};
 use super::wire::TOKEN_PLACEHOLDER;
 use super::{
-    capabilities, container_fields, creation_id, enc, media_ref, prepared, text, with_image,
+    capabilities, creation_id, enc, media_ref, prepared, text,
     API_VERSION, DEFAULT_USER, LIST_FIELDS, MEDIA_FIELDS,
 };
 use crate::networks::show::{show, ShownBody};
