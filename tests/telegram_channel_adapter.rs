@@ -13,9 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use postonce::config::Secret;
 use postonce::networks::capabilities::Idempotency;
-use postonce::networks::telegram_channel::{
-    is_dry_run_id, TelegramChannel, CAPTION_MAX,
-};
+use postonce::networks::telegram_channel::{is_dry_run_id, TelegramChannel, CAPTION_MAX};
 use postonce::networks::{Media, NetworkAdapter, PostError};
 use support::images::png_bytes;
 use support::tg_channel::{ChannelMode, TgChannelFake, CHANNEL_ID};

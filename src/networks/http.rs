@@ -224,7 +224,10 @@ impl Transport {
     ///
     /// # Errors
     /// The request could not be built or sent.
-    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, reqwest::Error> {
+    pub async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, reqwest::Error> {
         self.send_showing(req, || None).await
     }
 
@@ -255,7 +258,11 @@ impl Transport {
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.is_dry_run() { "Transport::Dry" } else { "Transport::Real" })
+        f.write_str(if self.is_dry_run() {
+            "Transport::Dry"
+        } else {
+            "Transport::Real"
+        })
     }
 }
 
