@@ -13,9 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use postonce::config::Secret;
 use postonce::networks::capabilities::Idempotency;
-use postonce::networks::telegram_channel::{
-    is_dry_run_id, DryRunChannel, TelegramChannel, CAPTION_MAX,
-};
+use postonce::networks::telegram_channel::{is_dry_run_id, TelegramChannel, CAPTION_MAX};
 use postonce::networks::{Media, NetworkAdapter, PostError};
 use support::images::png_bytes;
 use support::tg_channel::{ChannelMode, TgChannelFake, CHANNEL_ID};
@@ -454,7 +452,7 @@ async fn the_dry_run_sends_nothing_and_logs_the_exact_request_without_the_token(
     let fake = TgChannelFake::public(TOKEN, "postonce_chan").await;
     let logs = Logs::default();
     let guard = logs.start();
-    let a = DryRunChannel::new(&fake.uri(), None);
+    let a = TelegramChannel::dry_run(reqwest::Client::new(), &fake.uri(), None);
     assert!(a.is_dry_run());
     let created = post(&a, "a < b").await.expect("dry run");
     drop(guard);

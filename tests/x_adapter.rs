@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use postonce::config::Secret;
 use postonce::networks::x::oauth1::{self, Credentials};
-use postonce::networks::x::{XAdapter, XDryRun};
+use postonce::networks::x::XAdapter;
 use postonce::networks::{Created, Media, MediaRef, NetworkAdapter, PostError};
 use support::images::png_bytes;
 use support::x::{
@@ -495,7 +495,7 @@ async fn secrets_never_appear_in_debug_or_errors() {
 #[tokio::test]
 async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let fake = XFake::start().await;
-    let x = XDryRun::new(&fake.uri());
+    let x = XAdapter::dry_run(reqwest::Client::new(), &fake.uri());
     assert!(x.is_dry_run());
     let m = x.upload(&media(Some("alt"))).await.unwrap();
     assert!(m.0.as_str().unwrap().starts_with("dryrun-"));

@@ -532,4 +532,4 @@ fn check_database_url(url: &str) -> Result<(), ConfigError> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,16 +1,11 @@
-//! The core configuration's rules, and every network's configuration read through it.
+//! The core configuration's rules, and what every network's configuration shares through it.
+//! Each network's own configuration tests live in its folder (`networks/<network>/tests.rs`),
+//! reading the whole configuration through [`load`].
 
 use super::*;
-use crate::networks::telegram_channel::config::ChannelConfig;
-use crate::networks::x::config::XConfig;
 use std::collections::HashMap;
 
-fn channel(c: &Config) -> Option<String> {
-    c.network::<ChannelConfig>(Network::Telegram)
-        .and_then(|ch| ch.channel.clone())
-}
-
-fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(crate) fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let map: HashMap<String, String> = pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -247,27 +242,6 @@ fn targets_default_to_linkedin_and_keep_their_order_without_duplicates() {
 }
 
 #[test]
-fn the_mastodon_budget_must_hold_the_media_wait_inside_the_run() {
-    let real = [
-        ("MASTODON_URL", "https://mastodon.example"),
-        ("MASTODON_ACCESS_TOKEN", "t"),
-    ];
-    let with = |ms: &str| {
-        let mut pairs = real.to_vec();
-        pairs.push(("POSTONCE_MASTODON_TIMEOUT_MS", ms));
-        load(&pairs)
-    };
-    assert!(with("10000").is_ok());
-    for ms in ["500", "50000"] {
-        let err = with(ms).unwrap_err();
-        assert_eq!(err.var, "POSTONCE_MASTODON_TIMEOUT_MS", "{err}");
-        assert!(err.to_string().contains("45000ms"), "{err}");
-    }
-    // A dry run sends nothing: its budget is not checked.
-    assert!(load(&[("POSTONCE_MASTODON_TIMEOUT_MS", "500")]).is_ok());
-}
-
-#[test]
 fn target_errors_name_the_variable_and_the_valid_names() {
     let err = load(&[("POSTONCE_TARGETS", "linkedin,myspace")]).unwrap_err();
     assert_eq!(err.var, "POSTONCE_TARGETS");
@@ -296,89 +270,6 @@ fn target_errors_name_the_variable_and_the_valid_names() {
 }
 
 #[test]
-fn x_credentials_are_all_four_or_none() {
-    let all = [
-        ("X_API_KEY", "k"),
-        ("X_API_SECRET", "s"),
-        ("X_ACCESS_TOKEN", "t"),
-        ("X_ACCESS_TOKEN_SECRET", "ts"),
-    ];
-    let c = load(&all).unwrap();
-    let x = c
-        .network::<XConfig>(Network::X)
-        .and_then(|x| x.credentials.clone())
-        .expect("credentials");
-    assert_eq!(
-        [
-            x.consumer_key.expose(),
-            x.consumer_secret.expose(),
-            x.token.expose(),
-            x.token_secret.expose()
-        ],
-        ["k", "s", "t", "ts"]
-    );
-    assert!(!load(&[]).unwrap().networks[&Network::X].is_real());
-    // Any partial set is refused, naming every missing variable.
-    for mask in 1..15u8 {
-        let given: Vec<(&str, &str)> = all
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) != 0)
-            .map(|(_, p)| *p)
-            .collect();
-        let missing: Vec<&str> = all
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) == 0)
-            .map(|(_, (k, _))| *k)
-            .collect();
-        let err = load(&given).unwrap_err();
-        assert_eq!(err.var, missing[0], "{given:?}");
-        let msg = err.to_string();
-        let verb = if missing.len() == 1 { "is" } else { "are" };
-        assert!(
-            msg.contains(&format!("{} {verb} missing", missing.join(", "))),
-            "{msg}"
-        );
-    }
-}
-
-#[test]
-fn x_api_url_and_timeout_have_defaults_and_are_validated() {
-    let c = load(&[]).unwrap();
-    let x = c.network::<XConfig>(Network::X).unwrap();
-    assert_eq!(x.api_url, "https://api.x.com");
-    assert_eq!(x.budget, Duration::from_millis(10_000));
-    let c = load(&[
-        ("X_API_URL", "http://127.0.0.1:9999/"),
-        ("POSTONCE_X_TIMEOUT_MS", "2500"),
-    ])
-    .unwrap();
-    let x = c.network::<XConfig>(Network::X).unwrap();
-    assert_eq!(x.api_url, "http://127.0.0.1:9999");
-    assert_eq!(x.budget, Duration::from_millis(2500));
-    assert_eq!(
-        load(&[("X_API_URL", "ftp://api.x.com")]).unwrap_err().var,
-        "X_API_URL"
-    );
-}
-
-#[test]
-fn the_channel_id_is_checked() {
-    assert!(channel(&load(&[]).unwrap()).is_none());
-    for ok in ["@postonce_chan", "-1001234567890"] {
-        assert_eq!(
-            channel(&load(&[("TELEGRAM_CHANNEL_ID", ok)]).unwrap()).as_deref(),
-            Some(ok)
-        );
-    }
-    for bad in ["postonce_chan", "@abc", "1234567890", "-100"] {
-        let err = load(&[("TELEGRAM_CHANNEL_ID", bad)]).unwrap_err();
-        assert_eq!(err.var, "TELEGRAM_CHANNEL_ID", "{bad}");
-    }
-}
-
-#[test]
 fn pacing_gaps_are_seconds_per_network_with_a_default() {
     let c = load(&[]).unwrap();
     assert!(c.min_gap.values().all(|g| g.is_zero()));
@@ -400,7 +291,7 @@ fn pacing_gaps_are_seconds_per_network_with_a_default() {
     }
 }
 
-async fn adapters(
+pub(crate) async fn adapters(
     c: &Config,
 ) -> std::collections::BTreeMap<Network, std::sync::Arc<dyn crate::networks::NetworkAdapter>> {
     let http = reqwest::Client::new();
@@ -412,14 +303,14 @@ async fn adapters(
     networks::build(&c.networks, &context).await.unwrap()
 }
 
-const X_VARS: [(&str, &str); 4] = [
+pub(crate) const X_VARS: [(&str, &str); 4] = [
     ("X_API_KEY", "k"),
     ("X_API_SECRET", "s"),
     ("X_ACCESS_TOKEN", "t"),
     ("X_ACCESS_TOKEN_SECRET", "ts"),
 ];
 
-fn note(c: &Config, n: Network) -> String {
+pub(crate) fn note(c: &Config, n: Network) -> String {
     networks::dry_run_note(n, &c.networks[&n].missing())
 }
 
@@ -463,26 +354,6 @@ async fn configured_networks_post_for_real() {
     assert_eq!(
         c.networks[&Network::Linkedin].missing(),
         ["LINKEDIN_ACCESS_TOKEN", "LINKEDIN_AUTHOR"]
-    );
-}
-
-#[tokio::test]
-async fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
-    let c = load(&[("TELEGRAM_CHANNEL_ID", "-1001234567890")]).unwrap();
-    assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
-    assert_eq!(
-        c.networks[&Network::Telegram].missing(),
-        ["TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"]
-    );
-    let c = load(&[
-        ("TELEGRAM_BOT_TOKEN", "123:abc"),
-        ("TELEGRAM_CHAT_ID", "42"),
-    ])
-    .unwrap();
-    assert!(adapters(&c).await[&Network::Telegram].is_dry_run());
-    assert_eq!(
-        note(&c, Network::Telegram),
-        "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
     );
 }
 

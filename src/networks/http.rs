@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::PostError;
+use super::{show, PostError};
 use crate::vars::Secret;
 
 /// Which kind of call an answer belongs to: a classifier reads a 5xx differently for a
@@ -182,6 +182,120 @@ pub fn until_unix(unix: u64) -> Duration {
 /// networks' APIs).
 pub fn retry_after_seconds(headers: &HeaderMap) -> Option<Duration> {
     header_u64(headers, "retry-after").map(Duration::from_secs)
+}
+
+/// Where an adapter's requests go: to the network, or, in a dry run, nowhere: each request is
+/// shown (as [`show::show`] shows it) and answered with what the network's API would answer,
+/// by the network's own [`DryAnswers`]. Everything else is the same code as a real post.
+#[derive(Clone)]
+pub struct Transport {
+    http: reqwest::Client,
+    dry: Option<DryAnswers>,
+}
+
+/// A network's answers in a dry run: for a request, the status and JSON body its API would
+/// answer, any ids in it made by [`show::dry_id`].
+pub type DryAnswers = std::sync::Arc<dyn Fn(&reqwest::Request) -> (u16, Value) + Send + Sync>;
+
+impl Transport {
+    /// Sends for real through the process's shared client.
+    pub fn real(http: reqwest::Client) -> Self {
+        Self { http, dry: None }
+    }
+
+    /// Sends nothing: shows each request and answers it with `answers`.
+    pub fn dry(http: reqwest::Client, answers: DryAnswers) -> Self {
+        Self {
+            http,
+            dry: Some(answers),
+        }
+    }
+
+    pub fn is_dry_run(&self) -> bool {
+        self.dry.is_some()
+    }
+
+    /// The client the requests are built with.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Sends `req`. A dry run shows it with its JSON body (or none) and answers it.
+    ///
+    /// # Errors
+    /// The request could not be built or sent.
+    pub async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        self.send_showing(req, || None).await
+    }
+
+    /// [`Self::send`] for a body that cannot be read back (a multipart form, raw bytes) or
+    /// that a person reads better another way: a dry run shows `lines` as its body.
+    ///
+    /// # Errors
+    /// The request could not be built or sent.
+    pub async fn send_showing(
+        &self,
+        req: reqwest::RequestBuilder,
+        lines: impl FnOnce() -> Option<Vec<String>>,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let Some(answers) = &self.dry else {
+            return req.send().await;
+        };
+        let request = req.build()?;
+        show_request(&request, lines());
+        let (status, body) = answers(&request);
+        let answer = http::Response::builder()
+            .status(status)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .unwrap_or_default();
+        Ok(reqwest::Response::from(answer))
+    }
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_dry_run() {
+            "Transport::Dry"
+        } else {
+            "Transport::Real"
+        })
+    }
+}
+
+/// Shows `request` as a dry run's block: its URL as people read it (not percent-encoded, so a
+/// placeholder reads `<NAME>`), its headers (a multipart type without its boundary), and `lines` or its
+/// JSON body.
+fn show_request(request: &reqwest::Request, lines: Option<Vec<String>>) {
+    let url = percent_encoding::percent_decode_str(request.url().as_str()).decode_utf8_lossy();
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        // The length is the transport's, not what the adapter wrote.
+        .filter(|(name, _)| *name != reqwest::header::CONTENT_LENGTH)
+        .map(|(name, value)| {
+            let value = value.to_str().unwrap_or("<not text>");
+            let value = value.split("; boundary=").next().unwrap_or(value);
+            (show::header_name(name.as_str()), value.to_owned())
+        })
+        .collect();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let json = request
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .and_then(|b| serde_json::from_slice::<Value>(b).ok());
+    let body = match (lines, &json) {
+        (Some(lines), _) => show::ShownBody::Lines(lines),
+        (None, Some(v)) => show::ShownBody::Json(v),
+        (None, None) => show::ShownBody::None,
+    };
+    show::show(request.method().as_str(), &url, &headers, body);
 }
 
 /// Keeps secrets out of every message that leaves an adapter: each is replaced by a

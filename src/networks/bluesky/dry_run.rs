@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::text::text_len;
 use super::wire::{address, check_blob_size, prepared, record_blob};
-use super::{capabilities, post_url, FreshUploads, DRY_RUN_MARK};
-use crate::networks::show::{show, ShownBody};
+use super::{capabilities, post_url, FreshUploads};
+use crate::networks::show::{dry_id, show, ShownBody};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -26,10 +26,6 @@ pub struct BlueskyDryRun {
 }
 
 const DRY_AUTH: (&str, &str) = ("Authorization", "Bearer <accessJwt from createSession>");
-
-fn dry_id() -> String {
-    format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
-}
 
 impl BlueskyDryRun {
     /// `identifier`: `BLUESKY_IDENTIFIER` when set without a password.

@@ -76,9 +76,6 @@ pub const MAX_IMAGE_BLOB_BYTES: usize = 1_000_000;
 /// The collection posts are written to.
 pub const COLLECTION: &str = "app.bsky.feed.post";
 
-/// What marks an id the dry run made up.
-pub const DRY_RUN_MARK: &str = "dryrun-";
-
 /// The public URL of a post (web-app convention; the DID form survives handle changes).
 pub fn post_url(authority: &str, rkey: &str) -> String {
     format!("https://bsky.app/profile/{authority}/post/{rkey}")

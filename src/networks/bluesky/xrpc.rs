@@ -3,7 +3,7 @@
 //! post, as a [`PostError`] whose message names the fix. Describes only: the pipeline
 //! decides.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::{BlueskyAdapter, NETWORK};
-use crate::networks::PostError;
+use crate::networks::{http, PostError};
 use crate::vars::Secret;
 
 /// Which call an answer belongs to: the same answer means different things for each.
@@ -76,9 +76,11 @@ impl Answer {
 }
 
 async fn read(resp: reqwest::Response) -> Result<Answer, PostError> {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await.map_err(|e| transport(&e))?;
+    let http::Answer {
+        status,
+        headers,
+        body,
+    } = http::Answer::read(NETWORK, resp).await?;
     Ok(Answer {
         status,
         headers,
@@ -108,7 +110,7 @@ impl BlueskyAdapter {
             Body::Json(v) => req.json(&v),
             Body::Bytes(b, content_type) => req.header(CONTENT_TYPE, content_type).body(b),
         };
-        read(req.send().await.map_err(|e| transport(&e))?).await
+        read(req.send().await.map_err(transport)?).await
     }
 }
 
@@ -142,44 +144,16 @@ pub(super) fn before_put(e: PostError) -> PostError {
     }
 }
 
-/// The error and its causes, one line.
-fn chain(e: &reqwest::Error) -> String {
-    let mut parts = vec![];
-    let mut src: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = src {
-        parts.push(err.to_string());
-        src = err.source();
-    }
-    parts.dedup();
-    parts.join(": ")
-}
-
-/// A failure below HTTP: nothing sent (connect, DNS, a request that could not be built), or
-/// sent with no clear answer (timeout after sending, a broken exchange, an unreadable body).
-pub(super) fn transport(e: &reqwest::Error) -> PostError {
-    if e.is_connect() || e.is_builder() {
-        PostError::NotSent {
-            network: NETWORK,
-            message: chain(e),
-        }
-    } else {
-        PostError::InDoubt {
-            network: NETWORK,
-            message: chain(e),
-        }
-    }
+/// A failure below HTTP, as every network describes it ([`http::transport`]): nothing sent
+/// (connect, DNS, a request that could not be built), or sent with no clear answer (timeout
+/// after sending, a broken exchange, an unreadable body).
+pub(super) fn transport(e: reqwest::Error) -> PostError {
+    http::transport(NETWORK, e)
 }
 
 /// When a 429 ends: `RateLimit-Reset` (Unix seconds), counted from now.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let reset: u64 = headers
-        .get("ratelimit-reset")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    Some(Duration::from_secs(reset.saturating_sub(now)))
+    http::header_u64(headers, "ratelimit-reset").map(http::until_unix)
 }
 
 /// Turns a non-2xx XRPC answer (`{"error":"<Name>","message":"…"}`) into a [`PostError`]
@@ -234,6 +208,7 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+    use std::time::{SystemTime, UNIX_EPOCH};
     use serde_json::json;
 
     #[test]

@@ -1,14 +1,13 @@
 //! The LinkedIn REST adapter: versioned headers, the two-step image upload, create-post, and
 //! error answers turned into [`PublishError`].
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 
 use super::{NewPost, PublishError, Publisher, UploadTarget};
+use crate::networks::{http, PostError};
 use crate::vars::Secret;
 
 /// Publishes through LinkedIn's versioned REST API.
@@ -81,36 +80,14 @@ impl LinkedIn {
     }
 }
 
-fn transport(e: &reqwest::Error) -> PublishError {
-    // `without_url`: upload URLs carry signed query strings.
-    let text = strip_url(e);
-    if e.is_connect() {
-        PublishError::NotSent(text)
-    } else {
-        PublishError::Broken(text)
+/// A failure below HTTP, as every network describes it ([`http::transport`], its message
+/// without the URL: upload URLs carry signed query strings), in LinkedIn's terms.
+fn transport(e: reqwest::Error) -> PublishError {
+    match http::transport("LinkedIn", e) {
+        PostError::NotSent { message, .. } => PublishError::NotSent(message),
+        PostError::InDoubt { message, .. } => PublishError::Broken(message),
+        other => PublishError::Broken(other.to_string()),
     }
-}
-
-fn strip_url(e: &reqwest::Error) -> String {
-    let mut parts = vec![];
-    let mut src: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = src {
-        parts.push(err.to_string());
-        src = err.source();
-    }
-    let text = parts.join(": ");
-    match e.url() {
-        Some(u) => text.replace(u.as_str(), u.path()),
-        None => text,
-    }
-}
-
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
 }
 
 /// Finds `urn:li:<type>:<id>` in a text (the duplicate answer names the existing post).
@@ -164,7 +141,7 @@ pub fn classify(status: u16, headers: &HeaderMap, body: &str) -> PublishError {
             message: format!("{message}; update LINKEDIN_VERSION to an active YYYYMM version"),
         },
         429 => PublishError::RateLimited {
-            retry_after: retry_after(headers),
+            retry_after: http::retry_after_seconds(headers),
             message: format!("{message}; quotas reset at midnight UTC"),
         },
         500..=599 => PublishError::Server { status, message },
@@ -190,11 +167,11 @@ impl Publisher for LinkedIn {
             .json(&body)
             .send()
             .await
-            .map_err(|e| transport(&e))?;
+            .map_err(transport)?;
         if !resp.status().is_success() {
             return Err(failure(resp).await);
         }
-        let v: Value = resp.json().await.map_err(|e| transport(&e))?;
+        let v: Value = resp.json().await.map_err(transport)?;
         let upload_url = v.pointer("/value/uploadUrl").and_then(Value::as_str);
         let image = v.pointer("/value/image").and_then(Value::as_str);
         match (upload_url, image) {
@@ -230,7 +207,7 @@ impl Publisher for LinkedIn {
             .body(bytes)
             .send()
             .await
-            .map_err(|e| transport(&e))?;
+            .map_err(transport)?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -247,7 +224,7 @@ impl Publisher for LinkedIn {
             .json(&body)
             .send()
             .await
-            .map_err(|e| transport(&e))?;
+            .map_err(transport)?;
         if resp.status().is_success() {
             let urn = resp
                 .headers()
@@ -277,6 +254,7 @@ impl Publisher for LinkedIn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const DUPLICATE: &str = r#"{"errorDetailType":"com.linkedin.common.error.BadRequest","message":"com.linkedin.content.common.exception.BadRequestResponseException: Content is a duplicate of urn:li:share:7141138937766391808","errorDetails":{"inputErrors":[{"description":"Duplicate post is detected","input":{},"code":"DUPLICATE_POST"}]},"status":422}"#;
 

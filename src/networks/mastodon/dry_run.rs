@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::text::status_len;
 use super::wire::{self, file_name, prepared, Limits};
-use super::{capabilities, DRY_RUN_MARK, FIND_PAGE_SIZE};
-use crate::networks::show::{show, ShownBody};
+use super::{capabilities, FIND_PAGE_SIZE};
+use crate::networks::show::{dry_id, show, ShownBody};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -19,10 +19,6 @@ pub struct MastodonDryRun {
     base: String,
     language: Option<String>,
     limits: Limits,
-}
-
-fn dry_id() -> String {
-    format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
 }
 
 const DRY_AUTH: (&str, &str) = ("Authorization", "Bearer <MASTODON_ACCESS_TOKEN>");

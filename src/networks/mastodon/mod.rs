@@ -99,8 +99,6 @@ pub const POLL_FIRST: Duration = Duration::from_millis(200);
 pub const POLL_MAX: Duration = Duration::from_secs(1);
 /// Looked-up statuses may be this much older than the attempt (clock skew with the instance).
 const CLOCK_SLACK_S: i64 = 600;
-/// What marks an id the dry run made up.
-pub const DRY_RUN_MARK: &str = "dryrun-";
 /// What stands for the token in the dry run's log lines and in redacted messages.
 const TOKEN_PLACEHOLDER: &str = "<MASTODON_ACCESS_TOKEN>";
 

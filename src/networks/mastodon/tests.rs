@@ -170,3 +170,29 @@ fn the_key_follows_the_exact_request() {
         r#"{"a":[true,null,"x"],"b":1}"#
     );
 }
+
+/// Mastodon's configuration, read through the whole configuration as the process reads it.
+mod config {
+    use crate::config::tests::load;
+
+    #[test]
+    fn the_mastodon_budget_must_hold_the_media_wait_inside_the_run() {
+        let real = [
+            ("MASTODON_URL", "https://mastodon.example"),
+            ("MASTODON_ACCESS_TOKEN", "t"),
+        ];
+        let with = |ms: &str| {
+            let mut pairs = real.to_vec();
+            pairs.push(("POSTONCE_MASTODON_TIMEOUT_MS", ms));
+            load(&pairs)
+        };
+        assert!(with("10000").is_ok());
+        for ms in ["500", "50000"] {
+            let err = with(ms).unwrap_err();
+            assert_eq!(err.var, "POSTONCE_MASTODON_TIMEOUT_MS", "{err}");
+            assert!(err.to_string().contains("45000ms"), "{err}");
+        }
+        // A dry run sends nothing: its budget is not checked.
+        assert!(load(&[("POSTONCE_MASTODON_TIMEOUT_MS", "500")]).is_ok());
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{DryRunChannel, TelegramChannel};
+use super::TelegramChannel;
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{ConfigError, Secret, Vars};
 
@@ -114,7 +114,11 @@ impl NetworkConfig for ChannelConfig {
                 )
                 .map_err(|e| e.to_string())?,
             ),
-            (_, channel) => Arc::new(DryRunChannel::new(&self.api_url, channel)),
+            (_, channel) => Arc::new(TelegramChannel::dry_run(
+                context.http.clone(),
+                &self.api_url,
+                channel,
+            )),
         })
     }
 }

@@ -6,8 +6,8 @@
 //!
 //! The adapter (README "Targets"; the Bot API, posting to a channel):
 //! one `sendPhoto` per post, multipart, caption in HTML ([`text`]); the request,
-//! the answers and the classifier are in [`wire`]; [`DryRunChannel`] is the variant without a
-//! channel.
+//! the answers and the classifier are in [`wire`]. Without a channel it is a dry run
+//! ([`TelegramChannel::dry_run`]): the same adapter, its requests shown instead of sent.
 //!
 //! The bot token sits in the URL path (`/bot<token>/sendPhoto`), so no URL ever reaches an error
 //! message, a log line or a `Debug` output from here: transport errors are taken
@@ -16,12 +16,15 @@
 
 pub mod auth;
 pub mod config;
-mod dry_run;
 pub mod text;
 pub mod wire;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::{parse_channel_id, DEFINITION};
-pub use dry_run::{is_dry_run_id, DryRunChannel, DRY_RUN_MARK};
+/// Whether a message id was made up by a dry run (the one dry-run mark).
+pub use crate::networks::show::is_dry_run_urn as is_dry_run_id;
 pub use text::{caption_html, caption_len, CAPTION_MAX};
 pub use wire::{classify, message_url, PHOTO_MAX_BYTES};
 
@@ -35,12 +38,16 @@ use serde_json::{json, Value};
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, TextLimit};
 use crate::image::{Format, Formats};
-use crate::networks::http::{Answer, Redactor};
+use crate::networks::http::{Answer, Redactor, Transport};
+use crate::networks::show::dry_id;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
 use crate::vars::{ConfigError, Secret};
-use wire::{local_refusal, media_ref, prepare_for, read_refused, redactor, transport, unpack};
+use wire::{
+    local_refusal, media_ref, prepare_for, read_refused, redactor, sha256_hex, transport, unpack,
+    TOKEN_PLACEHOLDER,
+};
 
 /// The adapter's name in [`PostError`]s.
 const NET: &str = "telegram";
@@ -70,7 +77,7 @@ fn capabilities() -> Capabilities {
 
 /// Posts to one Telegram channel through the Bot API.
 pub struct TelegramChannel {
-    http: reqwest::Client,
+    transport: Transport,
     api: String,
     token: Secret,
     redact: Redactor,
@@ -104,7 +111,7 @@ impl TelegramChannel {
         timeout: Duration,
     ) -> Result<Self, ConfigError> {
         Ok(Self {
-            http,
+            transport: Transport::real(http),
             api: api.trim_end_matches('/').to_owned(),
             redact: redactor(&token),
             token,
@@ -113,17 +120,53 @@ impl TelegramChannel {
         })
     }
 
+    /// The adapter without a channel or a bot: it sends nothing, shows the exact `sendPhoto`
+    /// it would send (the token as a placeholder) and answers a message id marked `dryrun-`.
+    /// `channel`: the configured `TELEGRAM_CHANNEL_ID` if any (shown in the requests).
+    ///
+    /// # Panics
+    /// Never: the placeholder channel is a valid channel id.
+    pub fn dry_run(http: reqwest::Client, api: &str, channel: Option<&str>) -> Self {
+        let channel = channel.unwrap_or("@DRY_RUN_CHANNEL").to_owned();
+        let name = channel.trim_start_matches('@').to_owned();
+        let token = Secret::new(TOKEN_PLACEHOLDER);
+        Self {
+            transport: Transport::dry(
+                http,
+                std::sync::Arc::new(move |_: &reqwest::Request| {
+                    // sendPhoto, the one call: the message, its id marked, in the channel.
+                    let chat = json!({"username": name, "type": "channel"});
+                    (200, json!({"ok": true, "result": {"message_id": dry_id(), "chat": chat}}))
+                }),
+            ),
+            api: api.trim_end_matches('/').to_owned(),
+            redact: redactor(&token),
+            token,
+            channel,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
     /// A request to the Bot API `method`, under the call's budget.
     fn post(&self, method: &str) -> RequestBuilder {
-        self.http
+        self.transport
+            .client()
             .post(format!("{}/bot{}/{method}", self.api, self.token.expose()))
             .timeout(self.timeout)
     }
 
     /// Sends `req` and reads its answer: the `result` of an `ok` answer, else the classified
     /// failure. Messages are not yet redacted: the caller does that where they leave.
-    async fn call(&self, req: RequestBuilder) -> Result<Value, PostError> {
-        let resp = req.send().await.map_err(|e| transport(e, self.timeout))?;
+    async fn call(
+        &self,
+        req: RequestBuilder,
+        shown: impl FnOnce() -> Option<Vec<String>>,
+    ) -> Result<Value, PostError> {
+        let resp = self
+            .transport
+            .send_showing(req, shown)
+            .await
+            .map_err(|e| transport(e, self.timeout))?;
         let a = Answer::read_with(resp, |e| transport(e, self.timeout)).await?;
         let v: Value = serde_json::from_str(&a.body).unwrap_or(Value::Null);
         if v.get("ok").and_then(Value::as_bool) == Some(true) {
@@ -136,7 +179,7 @@ impl TelegramChannel {
 
     /// A harmless read with a JSON body.
     async fn read(&self, method: &str, body: &Value) -> Result<Value, PostError> {
-        self.call(self.post(method).json(body))
+        self.call(self.post(method).json(body), || None)
             .await
             .map_err(|e| self.redact.error(e))
     }
@@ -152,12 +195,34 @@ impl TelegramChannel {
             .part("photo", photo)
             .text("caption", p.caption.to_owned())
             .text("parse_mode", p.parse_mode.to_owned());
-        let result = self.call(self.post("sendPhoto").multipart(form)).await?;
-        let message_id = result.get("message_id").and_then(Value::as_i64);
-        let url =
-            message_id.and_then(|id| message_url(result.get("chat").unwrap_or(&Value::Null), id));
+        let shown = || {
+            Some(vec![
+                format!("chat_id={}", p.chat_id),
+                format!(
+                    "photo=<file {}, {}, {} bytes, sha256 {}>",
+                    p.file_name,
+                    p.content_type,
+                    media.bytes.len(),
+                    sha256_hex(&media.bytes)
+                ),
+                format!("caption={}", Value::String(p.caption.to_owned())),
+                format!("parse_mode={}", p.parse_mode),
+            ])
+        };
+        let result = self
+            .call(self.post("sendPhoto").multipart(form), shown)
+            .await?;
+        // A number from the Bot API; a dry run's is marked text.
+        let message_id = result.get("message_id").and_then(|id| {
+            id.as_i64()
+                .map(|n| n.to_string())
+                .or_else(|| id.as_str().map(str::to_owned))
+        });
+        let url = message_id
+            .as_deref()
+            .and_then(|id| message_url(result.get("chat").unwrap_or(&Value::Null), id));
         Ok(Created {
-            id: message_id.map(|id| id.to_string()),
+            id: message_id,
             url,
             cid: None,
         })
@@ -175,7 +240,7 @@ impl NetworkAdapter for TelegramChannel {
     }
 
     fn is_dry_run(&self) -> bool {
-        false
+        self.transport.is_dry_run()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -193,6 +258,7 @@ impl NetworkAdapter for TelegramChannel {
 
     async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError> {
         match self.send_photo(post, media).await {
+            Ok(created) if self.transport.is_dry_run() => Ok(created),
             Ok(created) => {
                 tracing::info!(
                     network = NET,
@@ -216,6 +282,12 @@ impl NetworkAdapter for TelegramChannel {
 
     /// `getMe` (the token) and `getChat` (the channel), both harmless reads.
     async fn check(&self) -> Result<String, PostError> {
+        if self.transport.is_dry_run() {
+            return Ok(
+                "dry run: TELEGRAM_CHANNEL_ID is not set, nothing is sent to a Telegram channel"
+                    .into(),
+            );
+        }
         let me = self.read("getMe", &json!({})).await?;
         let bot = me.get("username").and_then(Value::as_str).unwrap_or("?");
         let chat = self

@@ -27,7 +27,7 @@ pub(super) fn redactor(token: &Secret) -> Redactor {
 
 /// The public URL of a message, from the `chat` of the answer: `t.me/<username>/<id>` for a
 /// public channel, `t.me/c/<id without -100>/<id>` (members only) for a private one.
-pub fn message_url(chat: &Value, message_id: i64) -> Option<String> {
+pub fn message_url(chat: &Value, message_id: impl std::fmt::Display) -> Option<String> {
     if let Some(username) = chat.get("username").and_then(Value::as_str) {
         if !username.is_empty() {
             return Some(format!("https://t.me/{username}/{message_id}"));

@@ -4,22 +4,16 @@
 use async_trait::async_trait;
 use serde_json::json;
 
+use super::publish::{container_fields, with_image};
 use super::wire::TOKEN_PLACEHOLDER;
 use super::{
-    capabilities, container_fields, creation_id, enc, media_ref, prepared, text, with_image,
+    capabilities, creation_id, enc, media_ref, prepared, text,
     API_VERSION, DEFAULT_USER, LIST_FIELDS, MEDIA_FIELDS,
 };
-use crate::networks::show::{show, ShownBody};
+use crate::networks::show::{dry_id, show, ShownBody};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
-
-/// What marks an id the dry run made up.
-pub const DRY_RUN_MARK: &str = "dryrun-";
-
-fn dry_id() -> String {
-    format!("{DRY_RUN_MARK}{:016x}", rand::random::<u64>())
-}
 
 /// The Threads adapter without a token.
 #[derive(Debug)]

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::wire::{self, answer, local_refusal, transport, ContainerStatus, ListPage, Op, NETWORK};
-use super::{cannot_publish, creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
+use super::publish::cannot_publish;
+use super::{creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
 use crate::networks::{Created, PostError, PreparedPost};
 
 impl ThreadsAdapter {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::oauth1::Credentials;
-use super::{XAdapter, XDryRun, DEFAULT_API};
+use super::{XAdapter, DEFAULT_API};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
@@ -127,7 +127,7 @@ impl NetworkConfig for XConfig {
                 &self.api_url,
                 credentials.clone(),
             )),
-            None => Arc::new(XDryRun::new(&self.api_url)),
+            None => Arc::new(XAdapter::dry_run(context.http.clone(), &self.api_url)),
         })
     }
 }

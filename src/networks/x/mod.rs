@@ -8,17 +8,19 @@
 //! image upload with alt text, create, reading the account's posts back for an exact text,
 //! and X's answers described as [`PostError`]s. Holds no policy: the pipeline decides.
 //! [`wire`] holds the bodies, the answers and the classifier; [`text`] the weighted count;
-//! [`XDryRun`] is the variant without credentials.
+//! Without credentials it is a dry run ([`XAdapter::dry_run`]): the same adapter, its requests
+//! shown instead of sent.
 
 pub mod auth;
 pub mod config;
-mod dry_run;
 pub mod oauth1;
 pub mod text;
 pub mod wire;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::DEFINITION;
-pub use dry_run::{XDryRun, DRY_RUN_MARK};
 pub use text::weighted_len;
 pub use wire::{classify, create_body, sent_text, status_url};
 
@@ -33,7 +35,8 @@ use tokio::sync::OnceCell;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::image::{Format, Formats};
-use crate::networks::http::{transport, Answer, Op};
+use crate::networks::http::{transport, Answer, Op, Transport};
+use crate::networks::show::dry_id;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -74,9 +77,10 @@ fn capabilities() -> Capabilities {
 
 /// Publishes through X's API v2 with OAuth 1.0a user-context credentials.
 pub struct XAdapter {
-    http: reqwest::Client,
+    transport: Transport,
     api: String,
-    credentials: Credentials,
+    /// `None` in a dry run, which signs nothing and shows placeholders ([`DRY_AUTH`]).
+    credentials: Option<Credentials>,
     /// The account's id, read once per process by `GET /2/users/me`.
     user_id: OnceCell<String>,
     page_size: u8,
@@ -98,9 +102,22 @@ impl XAdapter {
     /// client ([`crate::app::http_client`]).
     pub fn new(http: reqwest::Client, api: &str, credentials: Credentials) -> Self {
         Self {
-            http,
+            transport: Transport::real(http),
             api: api.trim_end_matches('/').to_owned(),
-            credentials,
+            credentials: Some(credentials),
+            user_id: OnceCell::new(),
+            page_size: FIND_PAGE_SIZE,
+            max_pages: FIND_MAX_PAGES,
+        }
+    }
+
+    /// The adapter without credentials: it sends nothing, shows the exact requests it would
+    /// send (secrets as placeholders) and answers ids marked `dryrun-`.
+    pub fn dry_run(http: reqwest::Client, api: &str) -> Self {
+        Self {
+            transport: Transport::dry(http, std::sync::Arc::new(dry_answer)),
+            api: api.trim_end_matches('/').to_owned(),
+            credentials: None,
             user_id: OnceCell::new(),
             page_size: FIND_PAGE_SIZE,
             max_pages: FIND_MAX_PAGES,
@@ -123,21 +140,31 @@ impl XAdapter {
         url: &str,
         body: Body,
     ) -> Result<reqwest::Response, PostError> {
-        let auth = self
-            .credentials
-            .authorization(method.as_str(), url, &[])
-            .map_err(|e| PostError::Rejected {
-                network: NETWORK,
-                status: 0,
-                message: format!("X_API_URL does not make a valid URL ({e})"),
-            })?;
-        let req = self.http.request(method, url).header(AUTHORIZATION, auth);
-        let req = match body {
-            Body::None => req,
-            Body::Json(v) => req.json(&v),
-            Body::Multipart(f) => req.multipart(f),
+        let auth = match &self.credentials {
+            Some(credentials) => credentials
+                .authorization(method.as_str(), url, &[])
+                .map_err(|e| PostError::Rejected {
+                    network: NETWORK,
+                    status: 0,
+                    message: format!("X_API_URL does not make a valid URL ({e})"),
+                })?,
+            None => DRY_AUTH.to_owned(),
         };
-        req.send().await.map_err(|e| transport(NETWORK, e))
+        let req = self
+            .transport
+            .client()
+            .request(method, url)
+            .header(AUTHORIZATION, auth);
+        let (req, shown) = match body {
+            Body::None => (req, None),
+            Body::Read(note) => (req, Some(vec![note])),
+            Body::Json(v) => (req.json(&v), None),
+            Body::Multipart(f, shown) => (req.multipart(f), Some(shown)),
+        };
+        self.transport
+            .send_showing(req, || shown)
+            .await
+            .map_err(|e| transport(NETWORK, e))
     }
 
     /// The account's id, from `GET /2/users/me` the first time.
@@ -196,7 +223,24 @@ impl XAdapter {
 enum Body {
     None,
     Json(Value),
-    Multipart(Form),
+    /// The form, and how a dry run shows it.
+    Multipart(Form, Vec<String>),
+    /// No body; a dry run shows the note (what the read is for).
+    Read(String),
+}
+
+/// What a dry run shows for the OAuth 1.0a header it cannot sign.
+const DRY_AUTH: &str = "OAuth oauth_consumer_key=\"<X_API_KEY>\", oauth_nonce=\"<random>\", oauth_signature=\"<HMAC-SHA1 with X_API_SECRET and X_ACCESS_TOKEN_SECRET>\", oauth_signature_method=\"HMAC-SHA1\", oauth_timestamp=\"<now>\", oauth_token=\"<X_ACCESS_TOKEN>\", oauth_version=\"1.0\"";
+
+/// What X's API answers a dry run: the upload's and the post's ids marked, the account's id
+/// a placeholder (a dry run has no account), no post found.
+fn dry_answer(request: &reqwest::Request) -> (u16, Value) {
+    match request.url().path() {
+        "/2/media/upload" => (200, json!({"data": {"id": dry_id()}})),
+        "/2/tweets" => (201, json!({"data": {"id": dry_id()}})),
+        "/2/users/me" => (200, json!({"data": {"id": "<id>", "username": "<username>"}})),
+        _ => (200, json!({"meta": {"result_count": 0}})),
+    }
 }
 
 #[async_trait]
@@ -210,7 +254,7 @@ impl NetworkAdapter for XAdapter {
     }
 
     fn is_dry_run(&self) -> bool {
-        false
+        self.transport.is_dry_run()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -241,7 +285,13 @@ impl NetworkAdapter for XAdapter {
             .send(
                 Method::POST,
                 &format!("{}/2/media/upload", self.api),
-                Body::Multipart(form),
+                Body::Multipart(
+                    form,
+                    vec![
+                        format!("media=<{} bytes {}>", media.bytes.len(), media.content_type),
+                        "media_category=tweet_image".into(),
+                    ],
+                ),
             )
             .await?;
         let v = answer(resp, Op::Upload).await?;
@@ -310,7 +360,8 @@ impl NetworkAdapter for XAdapter {
         let mut token: Option<String> = None;
         for _ in 0..self.max_pages {
             let url = self.timeline_url(&user, since, token.as_deref());
-            let resp = self.send(Method::GET, &url, Body::None).await?;
+            let note = format!("(looking for the text {:?})", post.text);
+            let resp = self.send(Method::GET, &url, Body::Read(note)).await?;
             let page = answer(resp, Op::Read).await?;
             let tweets = page
                 .get("data")
@@ -347,6 +398,9 @@ impl NetworkAdapter for XAdapter {
 
     /// `GET /2/users/me`.
     async fn check(&self) -> Result<String, PostError> {
+        if self.transport.is_dry_run() {
+            return Ok("dry run: X_API_KEY, X_API_SECRET, X_ACCESS_TOKEN and X_ACCESS_TOKEN_SECRET are not all set, nothing is sent to X".into());
+        }
         let (id, username) = self.me(Op::Check).await?;
         let _ = self.user_id.set(id.clone());
         Ok(format!(

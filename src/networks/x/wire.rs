@@ -17,7 +17,7 @@ pub fn status_url(id: &str) -> String {
     format!("https://x.com/i/web/status/{id}")
 }
 
-/// The `POST /2/tweets` body (shared by [`super::XAdapter`] and [`super::XDryRun`]). The media
+/// The `POST /2/tweets` body. The media
 /// id goes in as the [`MediaRef`] holds it, so a foreign reference is refused by X rather than
 /// dropped.
 pub fn create_body(text: &str, media: &MediaRef) -> Value {
