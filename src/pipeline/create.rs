@@ -195,6 +195,11 @@ impl Lane {
                     .with_urn(existing.id);
                 (outcome, Finish::Release)
             }
+            // The credential itself was refused: nothing was posted, and the draft waits for a
+            // new credential (the `refused` phase).
+            Ok(Err(e @ PostError::CredentialRefused { .. })) => {
+                self.credential_refused(req, dl, &e, true).await
+            }
             Ok(Err(e)) if e.may_exist() => (
                 self.ambiguous(key, dl, e.to_string()).await,
                 Finish::Release,

@@ -219,7 +219,7 @@ impl Lane {
             }
         }
         let attempts = draft.map_or(0, |d| d.attempts);
-        let (outcome, finish) = self
+        let (mut outcome, finish) = self
             .publish(
                 req,
                 dl,
@@ -232,6 +232,14 @@ impl Lane {
                 },
             )
             .await;
+        // A scheduled draft that goes out well past its time (held for a new credential, say)
+        // says so in its report.
+        if outcome.outcome == OutcomeKind::Posted {
+            let due = draft.and_then(|d| d.publish_at);
+            if let Some(late) = schedule::late_note(due, now_s()) {
+                outcome.detail = format!("{}; {late}", outcome.detail);
+            }
+        }
         // A run that went straight on (the record unread) and failed before its intent (the
         // image, the upload): the record is read now, so a key that is posted (its draft item
         // had expired and was sent again) is answered as posted, never as a failure.
