@@ -113,7 +113,8 @@ impl Lane {
         let key = &req.key;
         self.refused.store(true, Ordering::Relaxed);
         let detail = format!(
-            "{e}; nothing was posted, and it goes out by itself once the credential changes {TAG}{})",
+            "{e}; nothing was posted. It and every other draft for {} wait, and go out by themselves once the credential changes {TAG}{})",
+            self.network.label(),
             self.fingerprint
         );
         let update = self.waits_update(detail.clone());
