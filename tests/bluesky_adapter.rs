@@ -593,10 +593,7 @@ async fn a_wrong_app_password_is_refused_and_nothing_is_posted() {
         "{e:?}"
     );
     let e = b.check().await.unwrap_err();
-    assert!(
-        matches!(e, PostError::CredentialRefused { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     assert_eq!(fake.posts_created(), 0);
     assert_eq!(fake.upload_requests(), 0);
 }

@@ -113,10 +113,13 @@ async fn auth_stores_into_the_dynamodb_table_and_a_post_uses_it() {
         .expect("get_item");
     assert!(item.item().is_some(), "secret:credentials is stored");
 
-    let out = postonce(&vars, &["auth", "status"]).output().expect("status");
+    let out = postonce(&vars, &["auth", "status"])
+        .output()
+        .expect("status");
     let status = text(&out);
     assert!(
-        status.contains("linkedin: stored (postonce auth linkedin), account urn:li:person:782bbtaQ"),
+        status
+            .contains("linkedin: stored (postonce auth linkedin), account urn:li:person:782bbtaQ"),
         "{status}"
     );
     assert!(!status.contains("SECRET"), "{status}");
@@ -124,7 +127,11 @@ async fn auth_stores_into_the_dynamodb_table_and_a_post_uses_it() {
     // A post with nothing but the stored credential, at the LinkedIn fake that checks it.
     let li = LinkedInFake::start(oauth::LINKEDIN_TOKEN).await;
     vars.insert("LINKEDIN_API_URL".into(), li.uri());
-    for k in ["LINKEDIN_CLIENT_ID", "LINKEDIN_CLIENT_SECRET", "LINKEDIN_OAUTH_URL"] {
+    for k in [
+        "LINKEDIN_CLIENT_ID",
+        "LINKEDIN_CLIENT_SECRET",
+        "LINKEDIN_OAUTH_URL",
+    ] {
         vars.remove(k);
     }
     let out = postonce(
@@ -134,7 +141,7 @@ async fn auth_stores_into_the_dynamodb_table_and_a_post_uses_it() {
             "--kind",
             "blog",
             "--slug",
-            &env.key().slug().to_owned(),
+            env.key().slug(),
             "--caption",
             "Hello from postonce, stored in DynamoDB",
             "--image",

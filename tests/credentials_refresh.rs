@@ -53,7 +53,13 @@ fn store(dir: &Path, left_s: i64, refresh_expires_at: i64) {
     std::fs::write(file(dir), v.to_string()).expect("stored");
 }
 
-fn post(dir: &Path, oauth: &OAuthFake, li: &LinkedInFake, images: &ImageHost, slug: &str) -> Command {
+fn post(
+    dir: &Path,
+    oauth: &OAuthFake,
+    li: &LinkedInFake,
+    images: &ImageHost,
+    slug: &str,
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_postonce"));
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -107,7 +113,11 @@ async fn a_linkedin_token_with_a_refresh_token_and_6_days_left_is_refreshed_once
         assert!(!o.contains("SECRET") && !e.contains("SECRET"), "{o}\n{e}");
     }
     assert_eq!(oauth.linkedin_refreshes(), 1, "refreshed once");
-    assert_eq!(li.posts_created(), 3, "every process posted with the new token");
+    assert_eq!(
+        li.posts_created(),
+        3,
+        "every process posted with the new token"
+    );
 
     let stored: Value =
         serde_json::from_slice(&std::fs::read(file(dir.path())).expect("read")).expect("json");

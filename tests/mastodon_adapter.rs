@@ -616,16 +616,10 @@ async fn a_wrong_token_is_refused_by_the_fake() {
         Secret::new("not-the-token"),
     );
     let e = m.upload(&media(None)).await.unwrap_err();
-    assert!(
-        matches!(e, PostError::CredentialRefused { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     let p = m.prepare("t", &MediaRef(json!("1")), KEY);
     let e = m.create(&p, &media(None)).await.unwrap_err();
-    assert!(
-        matches!(e, PostError::CredentialRefused { .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     let e = m.check().await.unwrap_err();
     assert!(
         matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("MASTODON_ACCESS_TOKEN")),

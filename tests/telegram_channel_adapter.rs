@@ -150,7 +150,9 @@ fn rejected(e: &PostError, status: u16, words: &str) -> bool {
     match e {
         // A refused bot token is the credential's problem (issue 32, step 5).
         PostError::CredentialRefused { message, .. } => status == 401 && message.contains(words),
-        PostError::Rejected { status: s, message, .. } => *s == status && message.contains(words),
+        PostError::Rejected {
+            status: s, message, ..
+        } => *s == status && message.contains(words),
         _ => false,
     }
 }

@@ -76,7 +76,12 @@ impl Lane {
 
     /// The outcome of a run whose failure could not be noted: what the stores say now, so
     /// that the owner, the sweeper and the next run agree.
-    pub(super) async fn as_stored(&self, req: &PostRequest, dl: &Deadline, detail: String) -> Outcome {
+    pub(super) async fn as_stored(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        detail: String,
+    ) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
         let loaded = flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await);
