@@ -250,3 +250,53 @@ async fn a_threads_token_refused_with_code_190_tells_once_and_posts_each_once_wh
     )
     .await;
 }
+
+/// The ambiguous case: a Threads publish that got no answer leaves its draft `unknown`; the
+/// token is then revoked. The sweep's check of that attempt (its container's status) is
+/// refused with code 190: that is not a refused create, so the draft stays `unknown` and no
+/// new container is made. Once the credential changes, the check finds the container
+/// unpublished and publishes that same container: one post, one container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_check_of_an_earlier_attempt_leaves_it_unknown_and_never_makes_it_afresh() {
+    let env = Env::with_threads(Stores::Real, &[("POSTONCE_RECONCILE_AFTER_S", "2")]).await;
+    let t = env.threads();
+    let key = env.key();
+    t.set_publish_mode(support::threads::Mode::Hang(std::time::Duration::from_secs(3)));
+    let first = env
+        .app
+        .pipeline
+        .run(
+            env.request_to(&key, Some(env.announcement(&key)), &[Network::Threads]),
+            env.deadline(),
+        )
+        .await;
+    t.set_publish_mode(support::threads::Mode::Normal);
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    let target = key.on(Network::Threads);
+    t.revoke();
+    t.grant("THAAHq2ZbW9x-renewed-threads-token");
+    env.wait_out_quiet_period(&target).await;
+
+    let old = processes(&env, &[]).await;
+    race(&env, &old).await;
+    let draft = env.status(&target).await.snapshot.draft.expect("draft");
+    assert_eq!(draft.status, DraftStatus::Unknown, "{draft:?}");
+    assert!(t.revoked_answers() >= 1, "the check met the revoked token");
+    assert_eq!(t.container_requests(), 1, "never made afresh");
+    assert_eq!(t.posts_created(), 0);
+
+    let new = processes(
+        &env,
+        &[("THREADS_ACCESS_TOKEN", "THAAHq2ZbW9x-renewed-threads-token")],
+    )
+    .await;
+    for _ in 0..3 {
+        race(&env, &new).await;
+        if t.posts_created() > 0 {
+            break;
+        }
+    }
+    assert_eq!(t.posts_created(), 1);
+    assert_eq!(t.container_requests(), 1, "the same container was published");
+    assert!(env.status(&target).await.snapshot.record.is_some());
+}

@@ -109,7 +109,7 @@ impl Lane {
                 {
                     Some((
                         format!("the re-send to check the earlier attempt on {on} failed ({e})"),
-                        e.is_transient(),
+                        self.check_again(e),
                     ))
                 }
                 Err(BudgetError::NoTimeLeft) => {

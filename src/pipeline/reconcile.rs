@@ -145,7 +145,7 @@ impl Lane {
                     return self.settle_by_owner(req, dl, draft, why).await;
                 }
                 Err(e) => {
-                    let again = e.is_transient();
+                    let again = self.check_again(&e);
                     let why = format!("could not read the account's posts on {on} to check the earlier attempt ({e})");
                     return self
                         .unsettled(req, dl, draft, &pending.run, why, again)

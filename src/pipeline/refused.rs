@@ -60,6 +60,18 @@ impl Lane {
         )
     }
 
+    /// Whether a check of an earlier attempt (a read-back, a re-send) that failed with `e` may
+    /// be tried again: a transient failure, or a refused credential (the check waits for a new
+    /// one, and this process sends nothing more with the refused one). The draft stays
+    /// `unknown` either way: its attempt may be on the network.
+    pub(super) fn check_again(&self, e: &PostError) -> bool {
+        if matches!(e, PostError::CredentialRefused { .. }) {
+            self.refused.store(true, Ordering::Relaxed);
+            return true;
+        }
+        e.is_transient()
+    }
+
     /// Whether this process saw its network refuse the credential in use.
     pub(super) fn credential_dead(&self) -> bool {
         self.refused.load(Ordering::Relaxed)
