@@ -261,7 +261,9 @@ async fn a_refused_check_of_an_earlier_attempt_leaves_it_unknown_and_never_makes
     let env = Env::with_threads(Stores::Real, &[("POSTONCE_RECONCILE_AFTER_S", "2")]).await;
     let t = env.threads();
     let key = env.key();
-    t.set_publish_mode(support::threads::Mode::Hang(std::time::Duration::from_secs(3)));
+    t.set_publish_mode(support::threads::Mode::Hang(
+        std::time::Duration::from_secs(3),
+    ));
     let first = env
         .app
         .pipeline
@@ -297,6 +299,10 @@ async fn a_refused_check_of_an_earlier_attempt_leaves_it_unknown_and_never_makes
         }
     }
     assert_eq!(t.posts_created(), 1);
-    assert_eq!(t.container_requests(), 1, "the same container was published");
+    assert_eq!(
+        t.container_requests(),
+        1,
+        "the same container was published"
+    );
     assert!(env.status(&target).await.snapshot.record.is_some());
 }
