@@ -195,6 +195,12 @@ impl App {
                     settings: Settings::from_config(&config),
                     budget,
                     missing: if dry { own.missing() } else { Vec::new() },
+                    fingerprint: config
+                        .fingerprints
+                        .get(network)
+                        .cloned()
+                        .unwrap_or_default(),
+                    refused: std::sync::atomic::AtomicBool::new(false),
                 }),
             );
         }

@@ -67,7 +67,7 @@ async fn linkedin_through_the_network_trait() {
     fake.set_create_mode(Mode::Status(401));
     let e = target.create(&other, &png()).await.expect_err("401");
     assert!(
-        matches!(e, PostError::Rejected { status: 401, .. }),
+        matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("postonce auth linkedin")),
         "{e:?}"
     );
     fake.set_create_mode(Mode::Normal);

@@ -589,14 +589,11 @@ async fn a_wrong_app_password_is_refused_and_nothing_is_posted() {
     );
     let e = b.upload(&media(None)).await.unwrap_err();
     assert!(
-        matches!(&e, PostError::Rejected { status: 401, message, .. } if message.contains("BLUESKY_APP_PASSWORD")),
+        matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("BLUESKY_APP_PASSWORD")),
         "{e:?}"
     );
     let e = b.check().await.unwrap_err();
-    assert!(
-        matches!(e, PostError::Rejected { status: 401, .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     assert_eq!(fake.posts_created(), 0);
     assert_eq!(fake.upload_requests(), 0);
 }

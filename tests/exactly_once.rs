@@ -707,7 +707,9 @@ async fn a_new_failure_after_the_owner_was_told_is_told_again() {
     let _turn = TURN.lock().await;
     let env = env_with(&[]).await;
     let key = env.key();
-    env.linkedin.set_create_mode(Mode::Status(401));
+    // A refusal of the draft (403), not of the credential: a 401 makes the draft wait for a
+    // new credential instead (tests/credentials_revoked.rs).
+    env.linkedin.set_create_mode(Mode::Status(403));
     let failed = env.post(&key, "Refused twice").await;
     assert_eq!(
         (failed.outcome, failed.retryable),

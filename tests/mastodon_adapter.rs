@@ -526,7 +526,7 @@ async fn each_answer_maps_to_its_error_class() {
     fake.set_create_mode(Mode::Status(401));
     let e = m.create(&p, &media(None)).await.unwrap_err();
     assert!(
-        matches!(&e, PostError::Rejected { status: 401, message, .. }
+        matches!(&e, PostError::CredentialRefused { message, .. }
             if message.contains("The access token is invalid")),
         "{e:?}"
     );
@@ -616,19 +616,13 @@ async fn a_wrong_token_is_refused_by_the_fake() {
         Secret::new("not-the-token"),
     );
     let e = m.upload(&media(None)).await.unwrap_err();
-    assert!(
-        matches!(e, PostError::Rejected { status: 401, .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     let p = m.prepare("t", &MediaRef(json!("1")), KEY);
     let e = m.create(&p, &media(None)).await.unwrap_err();
-    assert!(
-        matches!(e, PostError::Rejected { status: 401, .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     let e = m.check().await.unwrap_err();
     assert!(
-        matches!(&e, PostError::Rejected { status: 401, message, .. } if message.contains("MASTODON_ACCESS_TOKEN")),
+        matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("MASTODON_ACCESS_TOKEN")),
         "{e:?}"
     );
     assert_eq!(fake.bad_tokens(), 3);

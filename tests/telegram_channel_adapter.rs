@@ -145,7 +145,14 @@ async fn a_public_channel_named_by_its_numeric_id_still_gets_the_public_url() {
 }
 
 fn rejected(e: &PostError, status: u16, words: &str) -> bool {
-    matches!(e, PostError::Rejected { status: s, message, .. } if *s == status && message.contains(words))
+    match e {
+        // A refused bot token is the credential's problem (issue 32, step 5).
+        PostError::CredentialRefused { message, .. } => status == 401 && message.contains(words),
+        PostError::Rejected {
+            status: s, message, ..
+        } => *s == status && message.contains(words),
+        _ => false,
+    }
 }
 
 #[tokio::test]

@@ -445,7 +445,7 @@ async fn a_revoked_token_is_permanent_and_names_the_fix() {
     ];
     for e in errors {
         assert!(
-            matches!(&e, PostError::Rejected { message, .. } if message.contains("code 190") && message.contains("THREADS_ACCESS_TOKEN")),
+            matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("code 190") && message.contains("THREADS_ACCESS_TOKEN")),
             "{e:?}"
         );
         assert!(!e.is_transient() && !e.may_exist(), "{e:?}");

@@ -120,7 +120,7 @@ async fn each_answer_maps_to_its_error_class() {
     fake.set_create_mode(Mode::Status(401));
     let e = x.create(&p("a"), &media(None)).await.unwrap_err();
     assert!(
-        matches!(&e, PostError::Rejected { status: 401, message, .. } if message.contains("re-authorize")),
+        matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("re-authorize") && message.contains("postonce auth x")),
         "{e:?}"
     );
 
@@ -360,10 +360,7 @@ async fn bad_credentials_are_refused_by_the_signature_check() {
     ] {
         let x = XAdapter::new(postonce::app::http_client().unwrap(), &fake.uri(), c);
         let e = x.upload(&media(None)).await.unwrap_err();
-        assert!(
-            matches!(e, PostError::Rejected { status: 401, .. }),
-            "{e:?}"
-        );
+        assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
         let e = x
             .create(
                 &x.prepare("t", &MediaRef(serde_json::json!("1")), "k"),
@@ -371,15 +368,9 @@ async fn bad_credentials_are_refused_by_the_signature_check() {
             )
             .await
             .unwrap_err();
-        assert!(
-            matches!(e, PostError::Rejected { status: 401, .. }),
-            "{e:?}"
-        );
+        assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
         let e = x.check().await.unwrap_err();
-        assert!(
-            matches!(e, PostError::Rejected { status: 401, .. }),
-            "{e:?}"
-        );
+        assert!(matches!(e, PostError::CredentialRefused { .. }), "{e:?}");
     }
     assert_eq!(fake.bad_signatures(), 6);
     assert_eq!(fake.posts_created(), 0);

@@ -76,6 +76,11 @@ pub struct Config {
     /// commands that post refuse to start (a network whose credential is stored would
     /// otherwise run as a dry run).
     pub credentials_unreadable: Option<String>,
+    /// Each network's credential as a fingerprint ([`crate::networks::auth::fingerprint`] of
+    /// its secrets' values; a network with no secret of its own, the channel, posts with the
+    /// report bot's token): a credential refused by its network is remembered by it, and the
+    /// drafts it held go out once the fingerprint in use differs.
+    pub fingerprints: std::collections::BTreeMap<Network, String>,
     /// `POSTONCE_MCP_IMAGE_DIRS` as given (its entries checked); the MCP server resolves it
     /// at its start ([`Config::resolve_mcp_covers`]).
     pub mcp_image_dirs: Option<String>,
@@ -478,7 +483,24 @@ impl Config {
             _ => None,
         };
 
+        let fingerprints = Network::ALL
+            .into_iter()
+            .map(|n| {
+                let names: Vec<&str> = match n.definition().secrets {
+                    [] => vec!["TELEGRAM_BOT_TOKEN"],
+                    secrets => secrets.iter().map(|(name, _)| *name).collect(),
+                };
+                let values: Vec<String> = names
+                    .iter()
+                    .map(|name| get(name).unwrap_or_default())
+                    .collect();
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                (n, crate::networks::auth::fingerprint(n, &values))
+            })
+            .collect();
+
         Ok(Self {
+            fingerprints,
             table,
             data_dir,
             redis_url: redis_url.map(Secret::new),

@@ -57,6 +57,12 @@ pub struct CredentialState {
     /// The last step of the expiry the owner was told of (days left: 14, 3; 0: expired).
     #[serde(default)]
     pub told_step: Option<u8>,
+    /// The fingerprint ([`crate::networks::auth::fingerprint`], never the credential) of the
+    /// credential its network refused (expired or revoked) and whose refusal the owner was
+    /// told of: marked in one conditional write before the message goes out, so that however
+    /// many drafts and processes meet the refusal, one tells it, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl Stored {

@@ -78,6 +78,16 @@ pub enum PostError {
         status: u16,
         message: String,
     },
+    /// The network refused the credential itself (a 401, Threads' OAuth code 190, a revoked
+    /// app password): it has expired or was revoked, and nothing was done with the request.
+    /// `message` is the network's own words for the owner, naming the command that renews it
+    /// ([`PostError::credential_refused`]). Retrying with the same credential cannot help; a
+    /// new one can (the pipeline holds the drafts until it changes).
+    #[error("{message}")]
+    CredentialRefused {
+        network: &'static str,
+        message: String,
+    },
     /// The post already exists (a duplicate answer); `existing.id` when the network named it.
     #[error("{network} already has this post")]
     AlreadyExists {
@@ -180,7 +190,27 @@ impl PostError {
                 network,
                 message: f(message),
             },
+            Self::CredentialRefused { network, message } => Self::CredentialRefused {
+                network,
+                message: f(message),
+            },
             Self::AlreadyExists { .. } | Self::StagedPublished { .. } => self,
+        }
+    }
+
+    /// The credential of `network` refused (see [`Self::CredentialRefused`]), in the words every
+    /// network's folder uses: "the LinkedIn token has expired or was revoked: run `postonce
+    /// auth linkedin`", then the network's own answer (`answer`, which names the fix the
+    /// network's way) with its HTTP `status`. `what` names the credential for people
+    /// ("LinkedIn token").
+    pub fn credential_refused(network: Network, what: &str, status: u16, answer: &str) -> Self {
+        Self::CredentialRefused {
+            network: network.label(),
+            message: format!(
+                "the {what} has expired or was revoked: run `postonce auth {}` ({} answered {status}: {answer})",
+                network.as_str(),
+                network.label()
+            ),
         }
     }
 

@@ -13,6 +13,24 @@ use serde::{Deserialize, Serialize};
 pub use super::oauth::{AuthError, AuthOptions};
 use crate::vars::{Secret, Vars};
 
+/// What tells one credential of `network` from another without showing it: a hash of the
+/// values it is made of (`values`, in the order the network's folder lists its secrets), 16 hex
+/// digits of SHA-256 under a label of its own. A refused credential is remembered by it (in the
+/// stored credentials' bookkeeping and on the drafts that wait for a new one), so the token
+/// itself is never kept twice, nor shown. Any change of any value (a new `auth`, a refresh, a
+/// changed variable) gives another fingerprint.
+pub fn fingerprint(network: super::Network, values: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"postonce credential fingerprint\0");
+    h.update(network.as_str().as_bytes());
+    for v in values {
+        h.update(b"\0");
+        h.update(v.as_bytes());
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
 /// One network's stored credential. `Debug` shows no secret.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Credential {

@@ -109,7 +109,7 @@ impl Lane {
                 {
                     Some((
                         format!("the re-send to check the earlier attempt on {on} failed ({e})"),
-                        e.is_transient(),
+                        self.check_again(e),
                     ))
                 }
                 Err(BudgetError::NoTimeLeft) => {
@@ -194,6 +194,11 @@ impl Lane {
                     .await
                     .with_urn(existing.id);
                 (outcome, Finish::Release)
+            }
+            // The credential itself was refused: nothing was posted, and the draft waits for a
+            // new credential (the `refused` phase).
+            Ok(Err(e @ PostError::CredentialRefused { .. })) => {
+                self.credential_refused(req, dl, &e, true).await
             }
             Ok(Err(e)) if e.may_exist() => (
                 self.ambiguous(key, dl, e.to_string()).await,

@@ -138,7 +138,7 @@ impl Lane {
             Err(done) => return done,
         };
         let attempts = draft.map_or(0, |d| d.attempts);
-        let (outcome, finish) = self
+        let (mut outcome, finish) = self
             .publish(
                 req,
                 dl,
@@ -151,6 +151,14 @@ impl Lane {
                 },
             )
             .await;
+        // A scheduled draft that goes out well past its time (held for a new credential, say)
+        // says so in its report.
+        if outcome.outcome == OutcomeKind::Posted {
+            let due = draft.and_then(|d| d.publish_at);
+            if let Some(late) = schedule::late_note(due, now_s()) {
+                outcome.detail = format!("{}; {late}", outcome.detail);
+            }
+        }
         if !checked && outcome.outcome == OutcomeKind::Failed && progress.stage() == Stage::Claimed
         {
             if let Some(posted) = self.posted_after_all(key, dl).await {

@@ -76,7 +76,12 @@ impl Lane {
 
     /// The outcome of a run whose failure could not be noted: what the stores say now, so
     /// that the owner, the sweeper and the next run agree.
-    async fn as_stored(&self, req: &PostRequest, dl: &Deadline, detail: String) -> Outcome {
+    pub(super) async fn as_stored(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        detail: String,
+    ) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
         let loaded = flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await);
@@ -122,13 +127,18 @@ impl Lane {
 
     pub(super) async fn fail_publish(
         &self,
-        key: &PostKey,
+        req: &PostRequest,
         dl: &Deadline,
         step: &str,
         gave: Gave<PostError>,
         attempts: u32,
     ) -> (Outcome, Finish) {
+        let key = &req.key;
         match gave {
+            // The credential itself was refused: the draft waits for a new one.
+            Gave::Error(e @ PostError::CredentialRefused { .. }) => {
+                self.credential_refused(req, dl, &e, false).await
+            }
             Gave::Error(e) => {
                 let retry_after = match &e {
                     PostError::RateLimited { retry_after, .. } => *retry_after,

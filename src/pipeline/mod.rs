@@ -39,6 +39,7 @@ mod parked;
 mod publish;
 mod reconcile;
 mod record;
+mod refused;
 mod repair;
 mod retry;
 mod schedule;
@@ -256,6 +257,13 @@ pub struct Lane {
     /// The variables still to set for this network to post for real (empty when it does):
     /// why its drafts in the real stores wait (the `parked` phase).
     pub missing: Vec<&'static str>,
+    /// The fingerprint of the credential this lane posts with ([`Config::fingerprints`]): a
+    /// draft refused under it waits until the credential in use differs (the `refused`
+    /// phase).
+    pub fingerprint: String,
+    /// This process saw its network refuse that credential: no run of this lane is started
+    /// while it is in place (its due drafts are held, never sent with a dead credential).
+    pub refused: std::sync::atomic::AtomicBool,
 }
 
 fn failed(key: &PostKey, retryable: bool, detail: impl Into<String>) -> Outcome {

@@ -106,7 +106,7 @@ impl Lane {
             Ok(begun) => begun,
             Err(gave) => {
                 return self
-                    .fail_publish(key, dl, "image upload", gave, attempts)
+                    .fail_publish(req, dl, "image upload", gave, attempts)
                     .await
             }
         });
@@ -229,7 +229,7 @@ impl Lane {
             Ok(uploaded) => uploaded,
             Err(gave) => {
                 return Err(self
-                    .fail_publish(key, dl, "image upload", gave, attempts)
+                    .fail_publish(req, dl, "image upload", gave, attempts)
                     .await)
             }
         };
@@ -254,7 +254,7 @@ impl Lane {
             Ok(post) => post,
             Err(gave) => {
                 return Err(self
-                    .fail_publish(key, dl, "preparing the post", gave, attempts)
+                    .fail_publish(req, dl, "preparing the post", gave, attempts)
                     .await)
             }
         };

@@ -169,7 +169,7 @@ impl Lane {
                     self.settle_by_owner(req, dl, draft, why).await
                 }
                 Err(e) => {
-                    let again = e.is_transient();
+                    let again = self.check_again(&e);
                     let why = format!("could not read the account's posts on {on} to check the earlier attempt ({e})");
                     self.unsettled(req, dl, draft, &pending.run, why, again)
                         .await

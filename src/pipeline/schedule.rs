@@ -331,6 +331,25 @@ pub(super) enum Paced {
 }
 
 /// The answer for a cancelled draft.
+/// How long past its time a draft may go out before its report says it went out late: a
+/// sweep every minute, a few runs ahead of it, and pacing's usual gaps stay under it; a draft
+/// held for minutes (its credential refused and renewed, the sweeper stopped) does not.
+pub(super) const LATE_AFTER_S: i64 = 300;
+
+/// What a report adds for a draft posted at `now` that was due at `publish_at`, when that is
+/// more than [`LATE_AFTER_S`] ago: "posted late: it was due at … (… minutes ago)".
+pub(super) fn late_note(publish_at: Option<i64>, now: i64) -> Option<String> {
+    let at = publish_at?;
+    let late = now - at;
+    (late > LATE_AFTER_S).then(|| {
+        format!(
+            "posted late: it was due at {} ({} minutes ago)",
+            crate::record::rfc3339(at),
+            late / 60
+        )
+    })
+}
+
 pub(super) fn cancelled_outcome(key: &PostKey) -> Outcome {
     Outcome::new(
         key,

@@ -92,6 +92,18 @@ impl Pipeline {
     }
 
     fn waiting_entry(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<Waiting> {
+        // A draft whose network refused the credential still in use: told once for all of
+        // that credential's drafts (the `refused` phase), never one by one.
+        if let Some(reason) = lane.waits_for_credential(draft) {
+            return Some(Waiting {
+                key: draft.key.clone(),
+                status: draft.status.as_str(),
+                reason,
+                last_error: draft.last_error.clone(),
+                owner_told: true,
+                since: draft.updated_at,
+            });
+        }
         self.waits_for_person(lane, draft, now)
             .map(|reason| Waiting {
                 key: draft.key.clone(),
@@ -203,7 +215,23 @@ impl Pipeline {
             last_error: p.lane.unconfigured(),
             ..p.draft
         });
-        let mut all: Vec<Draft> = drafts.into_iter().map(|(_, d)| d).chain(waits).collect();
+        // The drafts that wait for a new credential (their network refused the one in use):
+        // listed with the reason as their note, due as soon as it changes.
+        let failed = [DraftStatus::Failed];
+        let refused = self.due_drafts(dl, &failed, i64::MAX, None).await?;
+        let refused = refused.into_iter().filter_map(|(lane, d)| {
+            let why = lane.waits_for_credential(&d)?;
+            Some(Draft {
+                last_error: Some(why),
+                ..d
+            })
+        });
+        let mut all: Vec<Draft> = drafts
+            .into_iter()
+            .map(|(_, d)| d)
+            .chain(waits)
+            .chain(refused)
+            .collect();
         all.sort_by(|a, b| (a.due_at, &a.key).cmp(&(b.due_at, &b.key)));
         Ok(all)
     }
@@ -240,6 +268,8 @@ impl Pipeline {
         let window = secs(self.settings.reconcile_window);
         let quiet = secs(self.settings.reconcile_after);
         let mut report = SweepReport::default();
+        // Due drafts noted as waiting for a new credential by this sweep.
+        let mut held = 0_usize;
         // A run that started and never ended (its `started` mark outlived any claim) died
         // without a word, perhaps of this very draft (a cover too large for the memory): the
         // drafts whose last run died go after the others, so one bad draft never takes the
@@ -253,6 +283,10 @@ impl Pipeline {
             };
             let need = self.run_need(lane);
             report.examined += 1;
+            // Its network refused the credential still in use: it waits, listed, never run.
+            if lane.waits_for_credential(draft).is_some() {
+                continue;
+            }
             let due = match draft.status {
                 DraftStatus::Failed if draft.retryable => {
                     draft.next_retry_at.is_none_or(|at| at <= now)
@@ -283,6 +317,17 @@ impl Pipeline {
                 }
                 _ => false,
             };
+            // This process saw the network refuse the credential in use: no request goes out
+            // with it. A due draft is noted as waiting for a new one (so that no other process
+            // sends it either); an `unknown` one's check waits too, and it stays `unknown`.
+            if due && lane.credential_dead() {
+                if draft.status != DraftStatus::Unknown
+                    && lane.hold_for_credential(&key, dl, draft).await
+                {
+                    held += 1;
+                }
+                continue;
+            }
             // Out of attempts, a run that died counted among them: in front of its owner.
             let killed = died(draft)
                 && matches!(
@@ -364,6 +409,7 @@ impl Pipeline {
         // What still waits for a person after this sweep. A sweep that changed nothing (the
         // usual one) answers from its own listing; one that ran or marked drafts lists again.
         let changed = !report.runs.is_empty()
+            || held > 0
             || !report.needs_review.is_empty()
             || !report.reminded.is_empty();
         let drafts: Vec<(Arc<Lane>, Draft)> = drafts

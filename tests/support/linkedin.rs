@@ -94,6 +94,13 @@ struct State {
     bad_headers: u64,
     /// Added to every answer's own delay (to widen crash windows).
     delay: Duration,
+    /// The owner revoked the fake's own token: every call with it answers 401
+    /// `REVOKED_ACCESS_TOKEN`.
+    revoked: bool,
+    /// Tokens minted later (a new `auth`, a refresh), accepted beside the fake's own.
+    granted: Vec<String>,
+    /// Calls answered 401 because their token was revoked.
+    revoked_answers: u64,
 }
 
 impl Default for State {
@@ -113,6 +120,9 @@ impl Default for State {
             last_create_body: Value::Null,
             bad_headers: 0,
             delay: Duration::ZERO,
+            revoked: false,
+            granted: Vec::new(),
+            revoked_answers: 0,
         }
     }
 }
@@ -226,8 +236,10 @@ enum Route {
 }
 
 impl Api {
-    fn headers_ok(&self, req: &Request, versioned: bool) -> bool {
-        let auth_ok = header(req, "authorization") == format!("Bearer {}", self.token);
+    fn headers_ok(&self, st: &State, req: &Request, versioned: bool) -> bool {
+        let got = header(req, "authorization");
+        let bearer = |t: &str| got == format!("Bearer {t}");
+        let auth_ok = (bearer(&self.token) && !st.revoked) || st.granted.iter().any(|t| bearer(t));
         if !versioned {
             return auth_ok;
         }
@@ -256,14 +268,29 @@ impl Respond for Api {
 }
 
 impl Api {
+    /// A 401: `REVOKED_ACCESS_TOKEN` (API-NOTES "Credentials", LinkedIn) for the revoked token,
+    /// LinkedIn's answer to a missing or unknown one otherwise.
+    fn unauthorized(&self, st: &mut State, req: &Request) -> Answer {
+        if st.revoked && header(req, "authorization") == format!("Bearer {}", self.token) {
+            st.revoked_answers += 1;
+            return now_answer(ResponseTemplate::new(401).set_body_json(json!({
+                "status": 401,
+                "serviceErrorCode": 65601,
+                "code": "REVOKED_ACCESS_TOKEN",
+                "message": "The token used in the request has been revoked by the user"
+            })));
+        }
+        st.bad_headers += 1;
+        now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)))
+    }
+
     fn answer(&self, req: &Request) -> Answer {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match self.route {
             Route::Init => {
                 st.init_requests += 1;
-                if !self.headers_ok(req, true) {
-                    st.bad_headers += 1;
-                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
+                if !self.headers_ok(&st, req, true) {
+                    return self.unauthorized(&mut st, req);
                 }
                 if let Some(r) = fault(&mut st.init_mode) {
                     return r;
@@ -290,9 +317,8 @@ impl Api {
                 }})))
             }
             Route::Upload => {
-                if !self.headers_ok(req, false) {
-                    st.bad_headers += 1;
-                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
+                if !self.headers_ok(&st, req, false) {
+                    return self.unauthorized(&mut st, req);
                 }
                 if let Some(r) = fault(&mut st.upload_mode) {
                     return r;
@@ -310,9 +336,8 @@ impl Api {
             }
             Route::Create => {
                 st.create_requests += 1;
-                if !self.headers_ok(req, true) {
-                    st.bad_headers += 1;
-                    return now_answer(ResponseTemplate::new(401).set_body_json(error_body(401)));
+                if !self.headers_ok(&st, req, true) {
+                    return self.unauthorized(&mut st, req);
                 }
                 let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
                 st.last_create_body = body.clone();
@@ -533,6 +558,25 @@ impl LinkedInFake {
     /// The duplicate check now in force.
     pub fn duplicate_check(&self) -> DuplicateCheck {
         self.with(|s| s.duplicate_check)
+    }
+
+    /// The owner revoked the fake's own token (every call with it answers 401
+    /// `REVOKED_ACCESS_TOKEN`), or not.
+    #[allow(dead_code)]
+    pub fn set_revoked(&self, on: bool) {
+        self.with(|s| s.revoked = on);
+    }
+
+    /// A new token for the same member (a new `auth`, a refresh): accepted from now on.
+    #[allow(dead_code)]
+    pub fn grant(&self, token: &str) {
+        self.with(|s| s.granted.push(token.to_owned()));
+    }
+
+    /// Calls answered 401 because their token was revoked.
+    #[allow(dead_code)]
+    pub fn revoked_answers(&self) -> u64 {
+        self.with(|s| s.revoked_answers)
     }
 
     pub fn set_create_mode(&self, mode: Mode) {

@@ -24,6 +24,10 @@ pub const LINKEDIN_CLIENT_ID: &str = "86li7client";
 pub const LINKEDIN_CLIENT_SECRET: &str = "WPL_AP1.app-SECRET2-linkedin";
 pub const LINKEDIN_TOKEN: &str = "AQV-linkedin-SECRET3-issued-by-auth";
 pub const LINKEDIN_SUB: &str = "782bbtaQ";
+/// The refresh token of an approved partner's LinkedIn app (API-NOTES "Credentials").
+pub const LINKEDIN_REFRESH: &str = "AQX-linkedin-refresh-SECRET6";
+/// The access token LinkedIn's refresh issues.
+pub const LINKEDIN_REFRESHED: &str = "AQV-linkedin-SECRET7-refreshed";
 pub const THREADS_APP_ID: &str = "1234567890123456";
 pub const THREADS_APP_SECRET: &str = "threads-app-SECRET4-abcdef";
 pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
@@ -87,6 +91,8 @@ struct State {
     seq: u64,
     token_calls: u64,
     refresh_calls: u64,
+    /// LinkedIn `grant_type=refresh_token` calls that were answered with a new token.
+    linkedin_refreshes: u64,
     /// The Threads long-lived token the exchange issues (the latest refresh's).
     threads_token: String,
     /// Every Threads token issued and not expired (a refresh does not end the old one).
@@ -186,6 +192,22 @@ impl Api {
             ("GET", "/authorization") => self.authorize(req, false),
             ("POST", "/accessToken") => {
                 let f = form(req);
+                // An approved partner's refresh (API-NOTES "Credentials", LinkedIn): a new
+                // 60-day access token; the refresh token's own life is not reset.
+                if f.get("grant_type").map(String::as_str) == Some("refresh_token") {
+                    let ok = f.get("refresh_token").map(String::as_str) == Some(LINKEDIN_REFRESH)
+                        && f.get("client_id").map(String::as_str) == Some(LINKEDIN_CLIENT_ID)
+                        && f.get("client_secret").map(String::as_str) == Some(LINKEDIN_CLIENT_SECRET);
+                    if !ok {
+                        return Some(oauth_error("invalid_grant", "The provided authorization grant is invalid, expired or revoked"));
+                    }
+                    self.0.lock().unwrap_or_else(|p| p.into_inner()).linkedin_refreshes += 1;
+                    return Some(ResponseTemplate::new(200).set_body_json(json!({
+                        "access_token": LINKEDIN_REFRESHED, "expires_in": 5_184_000,
+                        "refresh_token": LINKEDIN_REFRESH, "refresh_token_expires_in": 20_000_000,
+                        "scope": "openid,profile,w_member_social", "token_type": "Bearer"
+                    })));
+                }
                 if f.get("grant_type").map(String::as_str) != Some("authorization_code") {
                     return Some(oauth_error("unsupported_grant_type", "refresh tokens are for partners"));
                 }
@@ -489,6 +511,12 @@ impl OAuthFake {
 
     pub fn token_calls(&self) -> u64 {
         self.with(|s| s.token_calls)
+    }
+
+    /// LinkedIn refreshes answered with a new token.
+    #[allow(dead_code)]
+    pub fn linkedin_refreshes(&self) -> u64 {
+        self.with(|s| s.linkedin_refreshes)
     }
 
     pub fn refresh_calls(&self) -> u64 {

@@ -125,6 +125,11 @@ struct State {
     counting: Counting,
     quota_total: u64,
     revoked: bool,
+    /// Tokens minted later (a new `auth`, a refresh): accepted, never revoked by
+    /// [`ThreadsFake::revoke`].
+    granted: Vec<String>,
+    /// Calls answered code 190 because their token was revoked.
+    revoked_answers: u64,
     container_mode: Mode,
     publish_mode: Mode,
     read_mode: Mode,
@@ -654,7 +659,7 @@ impl Respond for Api {
                     "An active access token must be used to query information about the current user.",
                 );
             }
-            Some(t) if t != TOKEN => {
+            Some(t) if t != TOKEN && !st.granted.iter().any(|g| g == t) => {
                 st.bad_tokens += 1;
                 return graph_error(
                     400,
@@ -663,7 +668,8 @@ impl Respond for Api {
                     "Invalid OAuth access token - Cannot parse access token",
                 );
             }
-            Some(_) if st.revoked => {
+            Some(t) if st.revoked && t == TOKEN => {
+                st.revoked_answers += 1;
                 return graph_error(
                     400,
                     190,
@@ -735,6 +741,8 @@ impl ThreadsFake {
             counting: Counting::EmojiBytes,
             quota_total: QUOTA_TOTAL,
             revoked: false,
+            granted: Vec::new(),
+            revoked_answers: 0,
             container_mode: Mode::Normal,
             publish_mode: Mode::Normal,
             read_mode: Mode::Normal,
@@ -799,6 +807,19 @@ impl ThreadsFake {
     /// Revoked (as [`ThreadsFake::revoke`]) or not: `false` gives the token back its rights.
     pub fn set_revoked(&self, on: bool) {
         self.with(|s| s.revoked = on);
+    }
+
+    /// A new token for the same user (a new `auth`, a refresh): accepted from now on, and
+    /// never revoked by [`ThreadsFake::revoke`] (which revokes the fake's own [`TOKEN`]).
+    #[allow(dead_code)]
+    pub fn grant(&self, token: &str) {
+        self.with(|s| s.granted.push(token.to_owned()));
+    }
+
+    /// Calls answered code 190 because their token was revoked.
+    #[allow(dead_code)]
+    pub fn revoked_answers(&self) -> u64 {
+        self.with(|s| s.revoked_answers)
     }
 
     pub fn set_container_mode(&self, m: Mode) {

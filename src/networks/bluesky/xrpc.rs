@@ -184,9 +184,14 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
             network: NETWORK,
             message: format!("Bluesky answered {status}: {detail}"),
         },
-        _ if op == Op::Login && token => rejected(format!(
-            "the identifier or app password was refused ({detail}); check BLUESKY_IDENTIFIER and BLUESKY_APP_PASSWORD (create a new app password in Settings → Privacy and security → App passwords if it was revoked)"
-        )),
+        _ if op == Op::Login && token => PostError::credential_refused(
+            crate::networks::Network::Bluesky,
+            "Bluesky app password",
+            status,
+            &format!(
+                "the identifier or app password was refused ({detail}); check BLUESKY_IDENTIFIER and BLUESKY_APP_PASSWORD (create a new app password in Settings → Privacy and security → App passwords if it was revoked)"
+            ),
+        ),
         _ if token => rejected(format!(
             "the session was refused ({detail}) and could not be renewed; check BLUESKY_APP_PASSWORD"
         )),
@@ -225,7 +230,7 @@ mod tests {
         ));
         assert!(matches!(
             classify(Op::Login, 401, &none, &body("AuthenticationRequired", "Invalid identifier or password")),
-            PostError::Rejected { status: 401, message, .. } if message.contains("BLUESKY_APP_PASSWORD")
+            PostError::CredentialRefused { message, .. } if message.contains("BLUESKY_APP_PASSWORD")
         ));
         for s in [500, 502, 503, 504] {
             assert!(classify(

@@ -138,7 +138,7 @@ impl NetworkConfig for LinkedInConfig {
 
     fn explain(&self, error: &PostError) -> Option<String> {
         match error {
-            PostError::Rejected { status: 401, .. } => Some(
+            PostError::Rejected { status: 401, .. } | PostError::CredentialRefused { .. } => Some(
                 "token rejected (401): re-authorize and update LINKEDIN_ACCESS_TOKEN (tokens last 60 days)".into(),
             ),
             PostError::Rejected { status: 426, .. } => Some(format!(

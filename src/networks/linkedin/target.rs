@@ -56,6 +56,12 @@ fn describe(e: PublishError) -> PostError {
             retry_after,
             message,
         },
+        // The token itself refused (missing, expired, revoked): the credential's problem, not
+        // the draft's.
+        PublishError::Rejected {
+            status: 401,
+            message,
+        } => PostError::credential_refused(Network::Linkedin, "LinkedIn token", 401, &message),
         PublishError::Rejected { status, message } => PostError::Rejected {
             network: NAME,
             status,

@@ -94,7 +94,7 @@ fn classifies_the_documented_answers() {
         r#"{"error":"The access token is invalid"}"#,
     );
     assert!(
-        matches!(&e, PostError::Rejected { status: 401, message, .. } if message.contains("write:statuses") && message.contains("write:media") && message.contains("read:statuses")),
+        matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("write:statuses") && message.contains("write:media") && message.contains("read:statuses")),
         "{e:?}"
     );
     assert!(matches!(

@@ -308,13 +308,14 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
                 "{status} {detail}; reading the account's statuses back needs a token with read:accounts and read:statuses"
             ),
         },
-        401 => PostError::Rejected {
-            network: NETWORK,
+        401 => PostError::credential_refused(
+            crate::networks::Network::Mastodon,
+            "Mastodon token",
             status,
-            message: format!(
+            &format!(
                 "the access token was refused ({detail}); it was revoked or belongs to another instance than MASTODON_URL: {scopes}"
             ),
-        },
+        ),
         403 => PostError::Rejected {
             network: NETWORK,
             status,

@@ -201,8 +201,11 @@ pub fn classify(http: u16, body: &str, channel: &str) -> PostError {
                 .map(Duration::from_secs),
             message: format!("{description}; Telegram allows about one message a second per chat"),
         },
-        401 => rejected(
-            "the bot token is wrong or was regenerated: get the current one from @BotFather and update TELEGRAM_BOT_TOKEN".into(),
+        401 => PostError::credential_refused(
+            crate::networks::Network::Telegram,
+            "Telegram bot token",
+            401,
+            "the bot token is wrong or was regenerated: get the current one from @BotFather and update TELEGRAM_BOT_TOKEN",
         ),
         400 if lower.contains("chat not found") => rejected(format!(
             "TELEGRAM_CHANNEL_ID is {channel}, which names no chat this bot can see: check the @username or -100… id, and add the bot to the channel as an administrator"
@@ -262,7 +265,10 @@ mod tests {
             } => s == status && message.contains(words),
             _ => false,
         };
-        assert!(rejected_with(c(401, "Unauthorized"), 401, "@BotFather"));
+        assert!(matches!(
+            c(401, "Unauthorized"),
+            PostError::CredentialRefused { message, .. } if message.contains("@BotFather")
+        ));
         assert!(rejected_with(
             c(400, "Bad Request: chat not found"),
             400,

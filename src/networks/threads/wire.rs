@@ -160,11 +160,12 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
     );
     let code = graph.as_ref().and_then(|g| g.code);
     if code == Some(TOKEN_CODE) || (status == 401 && code.is_none()) {
-        return PostError::Rejected {
-            network: NETWORK,
+        return PostError::credential_refused(
+            crate::networks::Network::Threads,
+            "Threads token",
             status,
-            message: format!("the access token was refused ({detail}): {RENEW}"),
-        };
+            &format!("the access token was refused ({detail}); or {RENEW}"),
+        );
     }
     if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
         let what = if op == Op::Publish {
@@ -358,7 +359,7 @@ mod tests {
         for op in [Op::Container, Op::Publish, Op::Status, Op::List] {
             let e = classify(op, 400, &h, &graph(190, Some(460)));
             assert!(
-                matches!(&e, PostError::Rejected { status: 400, message, .. } if message.contains("THREADS_ACCESS_TOKEN") && message.contains("code 190")),
+                matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("THREADS_ACCESS_TOKEN") && message.contains("code 190") && message.contains("postonce auth threads")),
                 "{op:?} {e:?}"
             );
             assert!(!e.is_transient());
@@ -390,7 +391,7 @@ mod tests {
             "{e:?}"
         );
         let e = classify(Op::Publish, 401, &h, "");
-        assert!(matches!(e, PostError::Rejected { status: 401, .. }));
+        assert!(matches!(e, PostError::CredentialRefused { .. }));
         let mut h = HeaderMap::new();
         h.insert("retry-after", HeaderValue::from_static("30"));
         assert!(matches!(

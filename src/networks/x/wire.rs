@@ -88,13 +88,14 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
             network: NETWORK,
             message: format!("{detail}; the app's usage cap for reads is used up"),
         },
-        401 => PostError::Rejected {
-            network: NETWORK,
+        401 => PostError::credential_refused(
+            crate::networks::Network::X,
+            "X access token",
             status,
-            message: format!(
+            &format!(
                 "the OAuth 1.0a credentials were refused ({detail}); re-authorize: regenerate the access token and secret in the developer portal and update X_ACCESS_TOKEN and X_ACCESS_TOKEN_SECRET (and X_API_KEY / X_API_SECRET if the app's keys were regenerated)"
             ),
-        },
+        ),
         403 if op == Op::Create && detail.to_ascii_lowercase().contains("duplicate content") => {
             PostError::AlreadyExists {
                 network: NETWORK,
@@ -209,7 +210,7 @@ mod tests {
             r#"{"title":"Unauthorized","type":"about:blank","status":401,"detail":"Unauthorized"}"#;
         assert!(matches!(
             classify(Op::Create, 401, &none, unauthorized),
-            PostError::Rejected { status: 401, message, .. } if message.contains("re-authorize")
+            PostError::CredentialRefused { message, .. } if message.contains("re-authorize") && message.contains("postonce auth x")
         ));
         assert!(matches!(
             classify(Op::Read, 401, &none, unauthorized),
