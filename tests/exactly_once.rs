@@ -568,9 +568,9 @@ async fn dry_run_claims_live_apart_from_real_claims() {
     let _turn = TURN.lock().await;
     let env = env_with(&[]).await;
     let url = postonce::config::Secret::new(env.redis().url());
-    let real = postonce::claim::redis::RedisClaims::new(&url, Duration::from_secs(2), false)
+    let real = postonce::stores::redis::RedisClaims::new(&url, Duration::from_secs(2), false)
         .expect("client");
-    let dry = postonce::claim::redis::RedisClaims::new(&url, Duration::from_secs(2), true)
+    let dry = postonce::stores::redis::RedisClaims::new(&url, Duration::from_secs(2), true)
         .expect("client");
     let key = PostKey::new("blog", "apart").expect("key");
     let ttl = Duration::from_secs(30);

@@ -26,13 +26,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postonce::claim::file::FileClaims;
 use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::key::PostKey;
-use postonce::record::local::LocalStore;
 use postonce::record::{
     DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore,
 };
+use postonce::stores::local::claims::FileClaims;
+use postonce::stores::local::LocalStore;
 use serde_json::{json, Value};
 use support::env::Env;
 use support::linkedin::DuplicateCheck;

@@ -6,11 +6,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use postonce::claim::redis::RedisClaims;
 use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::config::Secret;
 use postonce::outcome::OutcomeKind;
 use postonce::record::{DraftStatus, PostedRecord, PutPosted};
+use postonce::stores::redis::RedisClaims;
 use support::env::{Env, Stores};
 use support::linkedin::{DuplicateCheck, Mode};
 use support::services::{DynamoProcess, RedisServer};
@@ -827,7 +827,7 @@ fn redis_calls(env: &Env) -> u64 {
 #[tokio::test]
 async fn round_trips_per_run() {
     let env = Env::start().await;
-    let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
+    let dynamo = env.app.stores.dynamo.clone().expect("DynamoDB store");
     // Warm up connections and load the release script once.
     env.post(&env.key(), "warm-up").await;
     let key = env.key();

@@ -102,7 +102,7 @@ impl Lane {
                 DraftStatus::Scheduled,
             ];
             let started = dl
-                .work(t.dynamodb, self.records.start_attempt(key, &from, now_s()))
+                .work(t.records, self.records.start_attempt(key, &from, now_s()))
                 .await;
             match flatten_value(started) {
                 Ok(started) => direct = started,
@@ -120,7 +120,7 @@ impl Lane {
                 draft: Some(draft),
                 ..Snapshot::default()
             },
-            None => match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+            None => match flatten_value(dl.work(t.records, self.records.load(key, None)).await) {
                 Ok(s) => s,
                 Err(e) => {
                     return (
@@ -240,7 +240,7 @@ impl Lane {
             if let Ok(Ok(Snapshot {
                 record: Some(record),
                 ..
-            })) = dl.work(t.dynamodb, self.records.load(key, None)).await
+            })) = dl.work(t.records, self.records.load(key, None)).await
             {
                 if self.counts(&record) {
                     return (self.already(key, dl, &record, true).await, Finish::Release);

@@ -79,7 +79,7 @@ impl Lane {
     async fn as_stored(&self, req: &PostRequest, dl: &Deadline, detail: String) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
-        let loaded = flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await);
+        let loaded = flatten_value(dl.finish(t.records, self.records.load(key, None)).await);
         match loaded {
             Ok(Snapshot {
                 record: Some(record),
@@ -230,7 +230,7 @@ impl Lane {
     ) -> bool {
         let applied = dl
             .finish(
-                self.settings.timeouts.dynamodb,
+                self.settings.timeouts.records,
                 self.records.update_draft(key, update, from, now_s()),
             )
             .await;

@@ -403,8 +403,8 @@ impl Pipeline {
             .ok_or_else(|| format!("{} is not a target of this version", key.network().as_str()))?;
         let t = self.settings.timeouts;
         let snapshot: Snapshot =
-            flatten_value(dl.work(t.dynamodb, lane.records.load(key, None)).await)?;
-        let claim = flatten_value(dl.work(t.redis, lane.claims.inspect(key)).await)?;
+            flatten_value(dl.work(t.records, lane.records.load(key, None)).await)?;
+        let claim = flatten_value(dl.work(t.claims, lane.claims.inspect(key)).await)?;
         Ok(Status { snapshot, claim })
     }
 }

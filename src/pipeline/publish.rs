@@ -221,7 +221,7 @@ impl Lane {
         let caption = (req.action != Action::Force).then_some(pending.caption_hash.as_deref());
         let intent = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records
                     .take_intent(key, &intent, intent_from, caption.flatten(), now_s()),
             )
@@ -236,7 +236,7 @@ impl Lane {
             }
             Ok(Intent::Refused) => {
                 // Another run's attempt, a schedule or a cancel got to the draft first (for
-                // an attempt: possible only if this run's claim was lost, e.g. Redis restarted
+                // an attempt: possible only if this run's claim was lost, e.g. the claim store restarted
                 // empty): the conditional intent is the second lock.
                 tracing::error!("the draft is no longer in a state this run may take; not posting");
                 let outcome = Outcome::new(

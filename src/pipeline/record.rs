@@ -66,7 +66,7 @@ impl Lane {
             Some(why) => Err(why),
             None => flatten_value(
                 dl.finish(
-                    self.settings.timeouts.dynamodb,
+                    self.settings.timeouts.records,
                     self.records.put_posted(&record, now, expires),
                 )
                 .await,
@@ -167,7 +167,7 @@ impl Lane {
                 // Recorded after all: the claim this run may still hold stops nothing now.
                 let t = self.settings.timeouts;
                 let _ = dl
-                    .finish(t.redis, self.claims.release(&req.key, &req.run_id))
+                    .finish(t.claims, self.claims.release(&req.key, &req.run_id))
                     .await;
                 let mut second = second;
                 second.image = outcome.image.take();

@@ -15,10 +15,10 @@ impl Lane {
             cid: None,
         };
         let (record, now, expires) = self.new_record(req, post, "repair", None);
-        match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {
+        match flatten_value(dl.work(t.records, self.records.put_posted(&record, now, expires)).await) {
             Ok(written) => {
                 let value = ClaimValue::Posted(urn.clone().unwrap_or_default()).raw();
-                if let Err(e) = flatten_value(dl.finish(t.redis, self.claims.release(key, &value)).await) {
+                if let Err(e) = flatten_value(dl.finish(t.claims, self.claims.release(key, &value)).await) {
                     tracing::warn!(error = %e, "record repaired; the kept claim stays until its TTL");
                 }
                 let detail = match written {

@@ -1,14 +1,10 @@
 //! Durable state: the `posted:<key>` record that decides "already on the network", and the
 //! `draft:<key>` item that holds the content to post and where its attempts stand.
 //!
-//! Three implementations: DynamoDB, PostgreSQL and files on disk (local mode). All give the
+//! Each store that offers records implements [`RecordStore`] in its folder under `src/stores/`
+//! (one of them files on disk, for local mode); the registry there chooses one. All give the
 //! pipeline the same guarantees: consistent reads, and a record write that succeeds only if no
 //! record exists (rule 3 in `pipeline/mod.rs`). Policy (what to write when) is the pipeline's.
-
-pub mod dynamodb;
-pub mod local;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -179,7 +175,7 @@ pub struct Draft {
     pub source: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
-    /// When the record store may delete it (set once posted: DynamoDB's TTL, PostgreSQL's sweep).
+    /// When the record store may delete it (set once posted: by its own expiry, or a sweep).
     pub expires_at: Option<i64>,
     /// When the owner wants it out (Unix seconds), if it was sent with a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,5 @@
-//! The PostgreSQL record store: the meaning of the DynamoDB store ([`super::dynamodb`]) in
-//! tables (schema: `src/postgres/migrations/`).
+//! The PostgreSQL record store: the meaning of the DynamoDB store ([`crate::stores::dynamodb`]) in
+//! tables (schema: `src/stores/postgres/migrations/`).
 //!
 //! - The record per key is `INSERT … ON CONFLICT DO NOTHING` (or, in the real namespace, a
 //!   replace of a dry run's record only); a loser reads the winner. The record, the draft's
@@ -11,7 +11,7 @@
 //!   a writer and never misses a row being written (see [`PgStore::due_drafts`]).
 //! - Pacing slots are a conditional upsert.
 //!
-//! Every statement runs under the database budget ([`crate::postgres::Database::with`]). A
+//! Every statement runs under the database budget ([`crate::stores::postgres::Database::with`]). A
 //! record write whose answer was lost is answered by reading what is stored, never guessed.
 
 mod rows;
@@ -23,12 +23,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{
+use crate::key::PostKey;
+use crate::record::{
     secret_name, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted,
     RecordStore, Slot, Snapshot, StoreError,
 };
-use crate::key::PostKey;
-use crate::postgres::{Database, DbError};
+use crate::stores::postgres::{Database, DbError};
 use crate::vars::Secret;
 use update::Sql;
 
@@ -102,7 +102,7 @@ impl PgStore {
     /// does; their records stay), through the expiry index. A sweep calls it; a failure only
     /// leaves them for the next sweep.
     async fn forget_expired(&self) {
-        let (ns, now) = (self.ns.to_owned(), super::now_s());
+        let (ns, now) = (self.ns.to_owned(), crate::record::now_s());
         // Once per sweep (its listings come within moments of each other), at most every 30 s.
         let last = self.forgot_at.load(Ordering::Relaxed);
         if now.saturating_sub(last) < 30
@@ -562,7 +562,7 @@ impl RecordStore for PgStore {
     async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
         let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
         let bytes = value.expose().as_bytes().to_vec();
-        let now = super::now_s();
+        let now = crate::record::now_s();
         self.db
             .with("save secret", |c| async move {
                 let st = c
@@ -586,7 +586,7 @@ impl RecordStore for PgStore {
         let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
         let bytes = value.expose().as_bytes().to_vec();
         let old: Option<Vec<u8>> = expected.map(|e| e.expose().as_bytes().to_vec());
-        let now = super::now_s();
+        let now = crate::record::now_s();
         self.db
             .with("swap secret", |c| async move {
                 let changed = match old {
