@@ -653,7 +653,7 @@ async fn record_writes_racing_instances_create_once() {
                 barrier.wait().await;
                 let record = PostedRecord {
                     key: k.to_string(),
-                    urn: Some(format!("urn:li:share:{i}")),
+                    post_id: Some(format!("urn:li:share:{i}")),
                     posted_at: 5,
                     run: format!("run-{i}"),
                     source: "cli".into(),

@@ -159,7 +159,7 @@ fn content(caption: &str) -> DraftContent {
 fn record(key: &PostKey, run: &str, hash: Option<&str>) -> PostedRecord {
     PostedRecord {
         key: key.to_string(),
-        urn: Some(format!("urn:li:share:{run}")),
+        post_id: Some(format!("urn:li:share:{run}")),
         posted_at: 1_000,
         run: run.to_owned(),
         source: "ci".to_owned(),
@@ -171,8 +171,8 @@ fn record(key: &PostKey, run: &str, hash: Option<&str>) -> PostedRecord {
 
 fn intent(run: &str) -> DraftUpdate {
     DraftUpdate::Intent(PendingPost {
-        commentary: "text".into(),
-        image_urn: "urn:li:image:1".into(),
+        text: "text".into(),
+        media_id: "urn:li:image:1".into(),
         alt: None,
         at: 100,
         run: run.to_owned(),

@@ -9,7 +9,7 @@ impl Lane {
     /// Whether `record` decides this lane's target: a dry run's record in the real namespace
     /// (only an older version could leave one) is not a post.
     pub(super) fn counts(&self, record: &PostedRecord) -> bool {
-        self.adapter.is_dry_run() || !record.urn.as_deref().is_some_and(is_dry_run_urn)
+        self.adapter.is_dry_run() || !record.post_id.as_deref().is_some_and(is_dry_run_urn)
     }
 
     /// A recorded target: answered from its record, which never expires, so finding it is
@@ -54,11 +54,11 @@ impl Lane {
                 record.source
             ),
         )
-        .with_urn(record.urn.clone());
+        .with_post_id(record.post_id.clone());
         outcome.url = record.url.clone();
         outcome.cid = record.cid.clone();
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
         outcome.settled = true;
         outcome
     }
@@ -133,7 +133,7 @@ impl Lane {
         let dry_record = snapshot
             .record
             .as_ref()
-            .is_some_and(|r| r.urn.as_deref().is_some_and(is_dry_run_urn));
+            .is_some_and(|r| r.post_id.as_deref().is_some_and(is_dry_run_urn));
         if dry_record && !self.adapter.is_dry_run() {
             // A dry run's record in the real namespace (an older version's): not a post.
             tracing::warn!("ignoring a dry run's record; this real run decides without it");
@@ -195,7 +195,7 @@ impl Lane {
             let dry_attempt = d
                 .pending
                 .as_ref()
-                .is_some_and(|p| is_dry_run_urn(&p.image_urn));
+                .is_some_and(|p| is_dry_run_urn(&p.media_id));
             if dry_attempt && !self.adapter.is_dry_run() {
                 // A dry run's attempt in the real draft (only an older version could leave
                 // one): nothing was sent to the network, so there is nothing to reconcile.

@@ -85,10 +85,10 @@ impl Lane {
                 record: Some(record),
                 ..
             }) if self.adapter.is_dry_run()
-                || !record.urn.as_deref().is_some_and(is_dry_run_urn) =>
+                || !record.post_id.as_deref().is_some_and(is_dry_run_urn) =>
             {
                 Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded meanwhile")
-                    .with_urn(record.urn)
+                    .with_post_id(record.post_id)
             }
             Ok(Snapshot {
                 draft: Some(draft),

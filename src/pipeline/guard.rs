@@ -384,7 +384,7 @@ impl Lane {
                     kind,
                     format!("posted and recorded; then the run failed ({why}), and the claim was released"),
                 )
-                .with_urn(urn),
+                .with_post_id(urn),
                 Finish::Release,
             ),
             Stage::Created(urn) => (
@@ -396,7 +396,7 @@ impl Lane {
                         self.network.label()
                     ),
                 )
-                .with_urn(urn.clone()),
+                .with_post_id(urn.clone()),
                 Finish::Keep(urn),
             ),
             // The intent says `unknown` on the draft: whether create-post left is not known

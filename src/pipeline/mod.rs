@@ -323,8 +323,8 @@ impl Lane {
     pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
         let mut outcome = self.decide(req, &dl, seen).await;
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
-        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.urn, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
+        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.post_id, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
         outcome
     }
 }

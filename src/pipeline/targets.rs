@@ -339,7 +339,7 @@ impl Lane {
                             r.source
                         ),
                     )
-                    .with_urn(r.urn);
+                    .with_post_id(r.post_id);
                     o.url = r.url;
                     o.cid = r.cid;
                     o
@@ -374,7 +374,7 @@ impl Lane {
                 }
             };
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
         outcome
     }
 }

@@ -37,11 +37,19 @@ pub fn caption_name(hash: &str) -> String {
 }
 
 /// Proof that a key is on its network. Never expires.
+///
+/// Stored names: the Rust names are the network-neutral ones; where a stored attribute,
+/// column or JSON field kept the name it had when LinkedIn was the only network, a `rename`
+/// says it, so that items written by earlier versions are read as they are: a record's
+/// `post_id` is stored as `urn`; an intent's ([`PendingPost`]) `text` as `commentary` (in
+/// DynamoDB `pending_commentary`) and `media_id` as `image_urn` (`pending_image_urn`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostedRecord {
     pub key: String,
-    /// The post URN; `None` when the owner confirmed it by hand (`done:`).
-    pub urn: Option<String>,
+    /// The post's id on its network (a URN, a status id, a message id, an AT URI, …);
+    /// `None` when the owner confirmed it by hand (`done:`). Stored as `urn`.
+    #[serde(rename = "urn")]
+    pub post_id: Option<String>,
     /// Unix seconds.
     pub posted_at: i64,
     /// The run that recorded it.
@@ -136,8 +144,12 @@ impl DraftStatus {
 /// look its text up among the account's posts, or read its container).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingPost {
-    pub commentary: String,
-    pub image_urn: String,
+    /// The text the create-post carries. Stored as `commentary` (see [`PostedRecord`]).
+    #[serde(rename = "commentary")]
+    pub text: String,
+    /// The uploaded image as the network names it (its media id). Stored as `image_urn`.
+    #[serde(rename = "image_urn")]
+    pub media_id: String,
     pub alt: Option<String>,
     /// Unix seconds of the first attempt.
     pub at: i64,
@@ -151,8 +163,8 @@ pub struct PendingPost {
     #[serde(default)]
     pub last_sent_at: Option<i64>,
     /// The exact create request as the target's adapter prepared it, replayed as is. `None`
-    /// in intents written before targets existed: those are LinkedIn's, and `commentary`,
-    /// `image_urn` and `alt` are the request.
+    /// in intents written before targets existed: those are the first network's, and `text`,
+    /// `media_id` and `alt` are the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<PreparedPost>,
 }
@@ -570,6 +582,37 @@ pub fn now_s() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A draft file as today's local store writes it (and the intent and record copy
+    /// PostgreSQL keeps as JSON): the stored names `commentary`, `image_urn` and `urn` read
+    /// into the neutral ones, and are written back unchanged.
+    #[test]
+    fn files_written_with_the_stored_names_read_into_the_neutral_ones() {
+        let mut file = serde_json::to_value(Draft::empty("blog-a", DraftStatus::Unknown, None, 1))
+            .expect("a draft");
+        file["pending"] = serde_json::json!({
+            "commentary": "Hi", "image_urn": "urn:li:image:C4", "alt": null, "at": 2, "run": "r"
+        });
+        file["record"] = serde_json::json!({
+            "key": "blog-a", "urn": "urn:li:share:7", "posted_at": 1, "run": "r",
+            "source": "ci", "caption_hash": null
+        });
+        let d: Draft = serde_json::from_value(file.clone()).expect("today's file parses");
+        let pending = d.pending.clone().expect("the intent");
+        assert_eq!(
+            (pending.text.as_str(), pending.media_id.as_str()),
+            ("Hi", "urn:li:image:C4")
+        );
+        assert_eq!(
+            d.record.as_ref().and_then(|r| r.post_id.as_deref()),
+            Some("urn:li:share:7")
+        );
+        let again = serde_json::to_value(&d).expect("written");
+        assert_eq!(again["pending"]["commentary"], "Hi");
+        assert_eq!(again["pending"]["image_urn"], "urn:li:image:C4");
+        assert_eq!(again["record"]["urn"], "urn:li:share:7");
+        assert!(again["pending"].get("text").is_none() && again["record"].get("post_id").is_none());
+    }
 
     /// A record written before `cid` existed (the local store's JSON) still parses, and a
     /// record without one writes none.

@@ -342,7 +342,7 @@ impl RecordStore for PgStore {
                         &[
                             &ns,
                             &r.key,
-                            &r.urn,
+                            &r.post_id,
                             &r.posted_at,
                             &r.run,
                             &r.source,
