@@ -4,9 +4,9 @@
 Usage: python3 scripts/check_template.py [--template FILE] [SOURCE.rs ...]
 
 SOURCE files are the Rust files that name the configuration variables; by default
-src/config/mod.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables) and the config.rs
+src/config/mod.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables), the config.rs
 of every network the registry in src/networks/mod.rs lists (its variables and <NAME>_PARAM
-names). The allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in
+names), and the store registry src/stores/mod.rs with each store's src/stores/<backend>/config.rs. The allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in
 them.
 
 Checks, one line each (✓ or ✗), exit status 1 when any fails:
@@ -161,7 +161,7 @@ STORE_CALLS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", default=os.path.join(ROOT, "infra", "template.yaml"))
-    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config/mod.rs, src/secrets.rs, each network's config.rs)")
+    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config/mod.rs, src/secrets.rs, each network's and each store's config.rs)")
     args = parser.parse_args()
 
     sources = args.sources
@@ -178,6 +178,15 @@ def main():
             sources.append(secrets_rs)
         for folder in network_folders():
             sources.append(os.path.join(ROOT, "src", "networks", folder, "config.rs"))
+        # Each store reads its own variables in its folder (src/stores/<backend>/config.rs).
+        stores = os.path.join(ROOT, "src", "stores")
+        if os.path.isdir(stores):
+            for folder in sorted(os.listdir(stores)):
+                store_config = os.path.join(stores, folder, "config.rs")
+                if os.path.isfile(store_config):
+                    sources.append(store_config)
+            if os.path.isfile(os.path.join(stores, "mod.rs")):
+                sources.append(os.path.join(stores, "mod.rs"))
     allowed = set()
     source_text = {}
     for path in sources:
@@ -274,14 +283,16 @@ def main():
             "the table is retained on delete and replace",
         )
 
-    store_rs = os.path.join(ROOT, "src", "record", "dynamodb.rs")
-    if os.path.isfile(store_rs):
-        store = open(store_rs, encoding="utf-8").read()
+    store_dir = os.path.join(ROOT, "src", "stores", "dynamodb")
+    if os.path.isdir(store_dir):
+        store = "".join(
+            open(os.path.join(store_dir, f), encoding="utf-8").read()
+            for f in sorted(os.listdir(store_dir)) if f.endswith(".rs"))
         granted = dynamodb_actions(resources)
         for call, action in sorted(STORE_CALLS.items()):
             if call in store:
                 report.check(action in granted,
-                             f"the function may call dynamodb:{action} (src/record/dynamodb.rs uses {call})")
+                             f"the function may call dynamodb:{action} (src/stores/dynamodb/ uses {call})")
 
     config_text = "".join(t for p, t in source_text.items() if p.endswith(os.path.join("linkedin", "config.rs")))
     m = re.search(r'DEFAULT_VERSION\s*:\s*&str\s*=\s*"(\d{6})"', config_text)

@@ -59,20 +59,12 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         detail: "loaded and valid".into(),
     }];
 
-    // Without REDIS_URL the claims live in PostgreSQL (DATABASE_URL) or are files (local
-    // mode): the line says which, not "Redis".
-    let claims = if c.redis_url.is_some() {
-        "Redis"
-    } else if c.database_url.is_some() {
-        "claims (PostgreSQL)"
-    } else {
-        "claims (files)"
-    };
-    checks.push(check(claims, redis(app).await));
+    // The claim store's line is named after the store the registry chose.
+    let claims = c.stores.claims_doctor();
+    checks.push(check(claims.name, claims_check(app).await));
     checks.push(check("records", records(app).await));
-    #[cfg(feature = "postgres")]
-    if app.database.is_some() {
-        checks.push(check("PostgreSQL", postgres(app).await));
+    for (name, result) in app.shared.checks(CHECK_TIMEOUT).await {
+        checks.push(check(name, result));
     }
     // One harmless read per configured target (POSTONCE_TARGETS), through its adapter.
     for network in &c.targets {
@@ -137,16 +129,11 @@ async fn credentials(app: &App) -> Result<String, String> {
     }
 }
 
-async fn redis(app: &App) -> Result<String, String> {
+/// A claim taken and released in the claim store, whichever it is.
+async fn claims_check(app: &App) -> Result<String, String> {
     let claims = &app.pipeline.claims;
-    let in_database = app.config.redis_url.is_none() && app.config.database_url.is_some();
-    let fix = if in_database {
-        "REDIS_URL is not set, so claims live in PostgreSQL (DATABASE_URL): check that it is reachable and migrated (postonce db migrate)"
-    } else if app.config.redis_url.is_none() {
-        "REDIS_URL is not set, so claims are files under POSTONCE_DATA_DIR (local mode, shared by every postonce process on this machine): check that the folder is writable and on a local disk"
-    } else {
-        "check REDIS_URL (redis:// or rediss:// for TLS) and that this function can reach it"
-    };
+    let said = app.config.stores.claims_doctor();
+    let fix = said.fix;
     match bounded(claims.ping()).await {
         None => return Err(format!("no answer to PING within {CHECK_TIMEOUT:?}; {fix}")),
         Some(Err(e)) => return Err(format!("{e}; {fix}")),
@@ -163,13 +150,7 @@ async fn redis(app: &App) -> Result<String, String> {
         Ok::<_, crate::claim::ClaimError>((got, released))
     };
     match bounded(round_trip).await {
-        Some(Ok((crate::claim::Acquire::Acquired, true))) => Ok(if in_database {
-            "claims in PostgreSQL (REDIS_URL unset): claim taken and released".into()
-        } else if app.config.redis_url.is_none() {
-            "file claims under POSTONCE_DATA_DIR (local mode): claim taken and released".into()
-        } else {
-            "PING ok; claim taken and released".into()
-        }),
+        Some(Ok((crate::claim::Acquire::Acquired, true))) => Ok(said.ok.into()),
         Some(Ok(other)) => Err(format!("claim round trip did not behave: {other:?}")),
         Some(Err(e)) => Err(format!("{e}; {fix}")),
         None => Err(format!(
@@ -181,49 +162,12 @@ async fn redis(app: &App) -> Result<String, String> {
 async fn records(app: &App) -> Result<String, String> {
     match bounded(app.pipeline.records.check()).await {
         Some(Ok(detail)) => Ok(detail),
-        Some(Err(e)) => Err(match &app.config.table {
-            Some(t) => format!("{e}; create it with the SAM template, or `postonce table create` for a local server (table {t})"),
-            None if app.config.database_url.is_some() => format!("{e}; check DATABASE_URL, and run `postonce db migrate`"),
-            None => format!("{e}; check POSTONCE_DATA_DIR"),
-        }),
-        None => Err(format!("no answer within {CHECK_TIMEOUT:?}; check AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB and credentials")),
+        Some(Err(e)) => Err(app.config.stores.records_fix(&e.to_string())),
+        None => Err(format!(
+            "no answer within {CHECK_TIMEOUT:?}; {}",
+            app.config.stores.records_silent_fix()
+        )),
     }
-}
-
-/// The connection, the schema version and the clock skew between this host and the database
-/// (claims expire by the database's clock; the due times and pacing use the host's).
-#[cfg(feature = "postgres")]
-async fn postgres(app: &App) -> Result<String, String> {
-    let Some(db) = &app.database else {
-        return Err("DATABASE_URL is not set".into());
-    };
-    let version = match bounded(db.check_schema()).await {
-        Some(Ok(v)) => v,
-        Some(Err(e)) => return Err(e.to_string()),
-        None => {
-            return Err(format!(
-                "no answer within {CHECK_TIMEOUT:?}; check DATABASE_URL"
-            ))
-        }
-    };
-    let before = crate::record::now_ms();
-    let theirs = match bounded(db.clock_ms()).await {
-        Some(Ok(ms)) => ms,
-        Some(Err(e)) => return Err(e.to_string()),
-        None => return Err(format!("no answer within {CHECK_TIMEOUT:?}")),
-    };
-    let after = crate::record::now_ms();
-    let skew = theirs - (before + after) / 2;
-    let detail = format!(
-        "connected; schema version {version}; clock skew {skew} ms (database minus host, round trip {} ms)",
-        after - before
-    );
-    if skew.abs() > 5_000 {
-        return Err(format!(
-            "{detail}: more than 5 s apart; run NTP (chrony or systemd-timesyncd) on both"
-        ));
-    }
-    Ok(detail)
 }
 
 /// A target's line name: its label without an article (the report bot keeps "Telegram").
@@ -257,7 +201,7 @@ async fn target(app: &App, network: Network) -> Result<String, String> {
             let context = Context {
                 http: &app.http,
                 sessions: None,
-                sessions_budget: app.config.timeouts.dynamodb,
+                sessions_budget: app.config.timeouts.records,
             };
             Ok(config.checked(&context, detail).await)
         }

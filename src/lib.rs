@@ -19,11 +19,10 @@ pub mod networks;
 pub mod notify;
 pub mod outcome;
 pub mod pipeline;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 pub mod record;
 pub mod secrets;
 pub mod serve;
 pub mod startup;
+pub mod stores;
 pub mod triggers;
 pub mod vars;

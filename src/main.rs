@@ -44,15 +44,9 @@ async fn lambda_main() -> i32 {
         tracing::error!("{why}");
         return postonce::cli::EXIT_RETRY;
     }
-    // With DATABASE_URL, the records and (without REDIS_URL) the claims live in PostgreSQL,
-    // shared by every sandbox.
-    let database = config.database_url.is_some();
-    if config.redis_url.is_none() && !database {
-        tracing::error!("configuration: REDIS_URL: required in Lambda (in-process claims would not span sandboxes), or DATABASE_URL");
-        return 2;
-    }
-    if config.table.is_none() && !database {
-        tracing::error!("configuration: POSTONCE_TABLE: required in Lambda (a local store in one sandbox is not seen by the others, so another sandbox would post again), or DATABASE_URL");
+    // Sandboxes share nothing but the stores: claims and records must live in a shared one.
+    if let Some(why) = config.stores.lambda_refusal() {
+        tracing::error!("configuration: {why}");
         return 2;
     }
     let app = match postonce::app::App::build(config).await {

@@ -74,9 +74,10 @@ pub struct TargetOutcome {
 pub struct Outcome {
     pub key: String,
     pub outcome: OutcomeKind,
-    /// The post's id on its network (a LinkedIn URN, a tweet id, a message id, …); with
-    /// several targets, absent (each target's is in `targets`).
-    pub urn: Option<String>,
+    /// The post's id on its network (a URN, a status id, a message id, …); with several
+    /// targets, absent (each target's is in `targets`). The JSON field is `urn`.
+    #[serde(rename = "urn")]
+    pub post_id: Option<String>,
     pub retryable: bool,
     pub detail: String,
     /// The post's public URL, when the network gave one or it can be built.
@@ -130,7 +131,7 @@ impl Outcome {
         Self {
             key: key.draft(),
             outcome,
-            urn: None,
+            post_id: None,
             retryable: false,
             detail: detail.into(),
             url: None,
@@ -159,7 +160,7 @@ impl Outcome {
                     p.network,
                     TargetOutcome {
                         outcome: p.outcome,
-                        id: p.urn.clone(),
+                        id: p.post_id.clone(),
                         url: p.post_url(),
                         cid: p.cid.clone(),
                         retryable: p.retryable,
@@ -212,8 +213,8 @@ impl Outcome {
         combined
     }
 
-    pub fn with_urn(mut self, urn: Option<String>) -> Self {
-        self.urn = urn;
+    pub fn with_post_id(mut self, post_id: Option<String>) -> Self {
+        self.post_id = post_id;
         self
     }
 
@@ -262,7 +263,7 @@ impl Outcome {
         }
         self.url
             .clone()
-            .or_else(|| self.network.url_of(self.urn.as_deref()?))
+            .or_else(|| self.network.url_of(self.post_id.as_deref()?))
     }
 
     /// The buttons under the Telegram report: with several targets, each target's own, named.
@@ -371,7 +372,7 @@ impl Outcome {
     fn body_lines(&self, text: &mut String, indent: &str) {
         if let Some(url) = self.post_url() {
             text.push_str(&format!("\n{indent}{url}"));
-        } else if let Some(urn) = &self.urn {
+        } else if let Some(urn) = &self.post_id {
             text.push_str(&format!("\n{indent}{urn}"));
         }
         if self.outcome == OutcomeKind::Unknown {
@@ -519,7 +520,7 @@ mod tests {
 
     #[test]
     fn json_has_the_documented_fields() {
-        let o = outcome(OutcomeKind::Posted, false).with_urn(Some("urn:li:share:1".into()));
+        let o = outcome(OutcomeKind::Posted, false).with_post_id(Some("urn:li:share:1".into()));
         let v = serde_json::to_value(&o).unwrap();
         assert_eq!(v["key"], "blog-x");
         assert_eq!(v["outcome"], "posted");

@@ -17,20 +17,22 @@ use crate::vars::{ConfigError, Vars};
 /// The core's variables that may be given by reference, each with its `<NAME>_PARAM` variable
 /// (spelled out: the template check, scripts/check_template.py, reads the names from the
 /// source). Each network lists its own in its folder ([`crate::networks::Definition`]).
-pub const CORE_BY_REFERENCE: [(&str, &str); 5] = [
+const CORE_OWN: [(&str, &str); 3] = [
     ("TELEGRAM_BOT_TOKEN", "TELEGRAM_BOT_TOKEN_PARAM"),
     ("TELEGRAM_WEBHOOK_SECRET", "TELEGRAM_WEBHOOK_SECRET_PARAM"),
     ("POSTONCE_WEBHOOK_SECRET", "POSTONCE_WEBHOOK_SECRET_PARAM"),
-    ("REDIS_URL", "REDIS_URL_PARAM"),
-    ("DATABASE_URL", "DATABASE_URL_PARAM"),
 ];
+
+/// The core's variables that may be given by reference: its own and the stores'
+/// ([`crate::stores::BY_REFERENCE`]).
+pub fn core_by_reference() -> impl Iterator<Item = (&'static str, &'static str)> {
+    CORE_OWN.into_iter().chain(crate::stores::BY_REFERENCE)
+}
 
 /// Every variable that may be given by reference, with its `<NAME>_PARAM` variable: the
 /// core's and every network's.
 pub fn by_reference() -> impl Iterator<Item = (&'static str, &'static str)> {
-    CORE_BY_REFERENCE
-        .into_iter()
-        .chain(crate::networks::secrets())
+    core_by_reference().chain(crate::networks::secrets())
 }
 
 /// Reads every `<NAME>_PARAM` whose plain variable is unset, in one `GetParameters` call.

@@ -57,8 +57,7 @@ pub async fn configured() -> Result<Config, ConfigError> {
 /// A core variable that is missing or malformed.
 pub async fn store_config() -> Result<Config, ConfigError> {
     let env = |name: &str| std::env::var(name).ok();
-    let resolved =
-        crate::secrets::resolve_these(env, crate::secrets::CORE_BY_REFERENCE.into_iter()).await?;
+    let resolved = crate::secrets::resolve_these(env, crate::secrets::core_by_reference()).await?;
     Config::from_lookup(|name| {
         credentials::names_the_store(name)
             .then(|| resolved.get(name).cloned().or_else(|| env(name)))
@@ -82,10 +81,7 @@ pub async fn stored_credentials(
     if !credentials::some_network_lacks(vars) {
         return Ok(HashMap::new());
     }
-    if config.table.is_none()
-        && config.database_url.is_none()
-        && !crate::record::local::LocalStore::has_secret(&config.data_dir, SECRET_NAME)
-    {
+    if !config.stores.may_keep(SECRET_NAME) {
         return Ok(HashMap::new());
     }
     let unreadable = |e: &dyn std::fmt::Display| {

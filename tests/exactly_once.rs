@@ -87,10 +87,10 @@ async fn a_dry_runs_kept_claim_never_stands_in_for_a_real_post() {
     let real = env.post(&key, "Dry first, real later").await;
     assert_eq!(real.outcome, OutcomeKind::Posted, "{real:?}");
     assert_eq!(env.linkedin.posts_created(), 1, "the real run posted");
-    let urn = real.urn.clone().expect("a real URN");
+    let urn = real.post_id.clone().expect("a real URN");
     assert!(!urn.contains("dryrun"), "{urn}");
     let record = env.status(&key).await.snapshot.record.expect("recorded");
-    assert_eq!(record.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(urn.as_str()));
 }
 
 /// The same hole with the state an older version left behind in the real namespaces: a kept
@@ -121,7 +121,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         .expect("draft");
     let dry_record = PostedRecord {
         key: k2.to_string(),
-        urn: Some("urn:li:share:dryrun-00000000000000bb".into()),
+        post_id: Some("urn:li:share:dryrun-00000000000000bb".into()),
         posted_at: now_s(),
         run: "run-old".into(),
         source: "cli".into(),
@@ -136,7 +136,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
     let o2 = env.retry(&k2).await;
     assert_eq!(o2.outcome, OutcomeKind::Posted, "{o2:?}");
     let r2 = env.status(&k2).await.snapshot.record.expect("record");
-    assert!(!r2.urn.unwrap_or_default().contains("dryrun"));
+    assert!(!r2.post_id.unwrap_or_default().contains("dryrun"));
 
     // A draft left `unknown` by a dry run's attempt.
     let k3 = env.key();
@@ -145,8 +145,8 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
         .await
         .expect("draft");
     let pending = postonce::record::PendingPost {
-        commentary: "Old unknown".into(),
-        image_urn: "urn:li:image:dryrun-00000000000000cc".into(),
+        text: "Old unknown".into(),
+        media_id: "urn:li:image:dryrun-00000000000000cc".into(),
         alt: None,
         at: now_s(),
         run: "run-old".into(),
@@ -169,7 +169,7 @@ async fn dry_run_state_left_by_an_older_version_is_ignored_by_a_real_run() {
     assert_eq!(env.linkedin.posts_created(), 3);
     assert_eq!(env.linkedin.max_posts_per_text(), 1);
     for o in [o1, o2, o3] {
-        assert!(!o.urn.unwrap_or_default().contains("dryrun"));
+        assert!(!o.post_id.unwrap_or_default().contains("dryrun"));
     }
 }
 
@@ -192,9 +192,13 @@ async fn post_anyway_that_meets_linkedins_duplicate_answer_records_the_urn() {
     let forced = env.app.pipeline.run(force, env.deadline()).await;
     assert_eq!(forced.outcome, OutcomeKind::AlreadyPosted, "{forced:?}");
     let urn = env.linkedin.posts()[0].urn.clone();
-    assert_eq!(forced.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(forced.post_id.as_deref(), Some(urn.as_str()));
     assert_eq!(
-        env.status(&key).await.snapshot.record.and_then(|r| r.urn),
+        env.status(&key)
+            .await
+            .snapshot
+            .record
+            .and_then(|r| r.post_id),
         Some(urn)
     );
     let requests = env.linkedin.create_requests();
@@ -427,7 +431,7 @@ async fn a_cancelled_run_keeps_the_claim_once_create_post_may_have_been_sent() {
     assert_eq!(claim(&env, &format!("claim:{k2}")), format!("posted:{urn}"));
     let repaired = env.retry(&k2).await;
     assert_eq!(repaired.outcome, OutcomeKind::AlreadyPosted, "{repaired:?}");
-    assert_eq!(repaired.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(repaired.post_id.as_deref(), Some(urn.as_str()));
     assert_eq!(env.linkedin.max_posts_per_text(), 1);
 }
 
@@ -568,9 +572,9 @@ async fn dry_run_claims_live_apart_from_real_claims() {
     let _turn = TURN.lock().await;
     let env = env_with(&[]).await;
     let url = postonce::config::Secret::new(env.redis().url());
-    let real = postonce::claim::redis::RedisClaims::new(&url, Duration::from_secs(2), false)
+    let real = postonce::stores::redis::RedisClaims::new(&url, Duration::from_secs(2), false)
         .expect("client");
-    let dry = postonce::claim::redis::RedisClaims::new(&url, Duration::from_secs(2), true)
+    let dry = postonce::stores::redis::RedisClaims::new(&url, Duration::from_secs(2), true)
         .expect("client");
     let key = PostKey::new("blog", "apart").expect("key");
     let ttl = Duration::from_secs(30);
@@ -598,7 +602,7 @@ async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
     let key = env.key();
     let dry_record = PostedRecord {
         key: key.to_string(),
-        urn: Some("urn:li:share:dryrun-00000000000000dd".into()),
+        post_id: Some("urn:li:share:dryrun-00000000000000dd".into()),
         posted_at: now_s(),
         run: "run-old".into(),
         source: "cli".into(),
@@ -613,8 +617,8 @@ async fn a_dry_runs_record_in_the_local_store_is_replaced_by_the_real_post() {
     let outcome = env.post(&key, "Local, real at last").await;
     assert_eq!(outcome.outcome, OutcomeKind::Posted, "{outcome:?}");
     let record = env.status(&key).await.snapshot.record.expect("record");
-    assert_eq!(record.urn, outcome.urn);
-    assert!(!record.urn.unwrap_or_default().contains("dryrun"));
+    assert_eq!(record.post_id, outcome.post_id);
+    assert!(!record.post_id.unwrap_or_default().contains("dryrun"));
     assert_eq!(env.linkedin.posts_created(), 1);
 }
 

@@ -78,7 +78,7 @@ async fn a_panic_after_create_post_keeps_the_claim_with_the_urn() {
         OutcomeKind::PostedNotRecorded,
         "{outcome:?}"
     );
-    let urn = outcome.urn.expect("urn");
+    let urn = outcome.post_id.expect("urn");
     assert_eq!(
         env.redis().cli(&["GET", &format!("claim:{key}")]),
         format!("posted:{urn}")
@@ -243,7 +243,7 @@ async fn fault_matrix(env: &Env, reconcile_later: bool) -> MatrixFigures {
         figures.total += 1;
         let posts = env.linkedin.posts_containing(key.slug());
         let st = env.status(&key).await;
-        let record_urn = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+        let record_urn = st.snapshot.record.as_ref().map(|r| r.post_id.clone());
         let draft = st.snapshot.draft.as_ref().map(|d| d.status);
         let last_kind = last.as_ref().map(|o| (o.outcome, o.retryable));
         if posts.len() > 1 {
@@ -493,7 +493,7 @@ async fn fault_matrix_five_targets_never_duplicate_per_target() {
             f.combinations += 1;
             let posts = env.posts_on(key, n);
             let st = env.status(&key.on(n)).await;
-            let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+            let record_id = st.snapshot.record.as_ref().map(|r| r.post_id.clone());
             let draft = st.snapshot.draft.as_ref().map(|d| d.status);
             let last_kind = last_kinds.get(&n).copied();
             if posts.len() > 1 {
@@ -685,7 +685,7 @@ async fn a_claim_lost_while_create_post_is_in_flight_sends_no_second_create_post
         assert_eq!(a.outcome, OutcomeKind::Posted, "{how}: {a:?}");
         assert_eq!(c.outcome, OutcomeKind::AlreadyPosted, "{how}: {c:?}");
         assert_eq!(creates, 1, "{how}");
-        assert_eq!(a.urn.as_deref(), Some(posts[0].urn.as_str()), "{how}");
+        assert_eq!(a.post_id.as_deref(), Some(posts[0].urn.as_str()), "{how}");
     }
 }
 

@@ -253,7 +253,7 @@ async fn mastodon_accept_then_hang_is_settled_by_the_replayed_key() {
     let r = record(&env, &key, Network::Mastodon)
         .await
         .expect("recorded");
-    assert_eq!(r.urn.as_deref(), Some(status.id.as_str()));
+    assert_eq!(r.post_id.as_deref(), Some(status.id.as_str()));
     assert!(
         r.url.as_deref().is_some_and(|u| u.contains(&status.id)),
         "{r:?}"
@@ -314,7 +314,7 @@ async fn mastodon_past_the_hour_looks_the_status_up_or_asks_the_owner() {
     assert_eq!(
         record(&env, &found, Network::Mastodon)
             .await
-            .and_then(|r| r.urn),
+            .and_then(|r| r.post_id),
         Some(status.id.clone())
     );
 
@@ -428,7 +428,7 @@ async fn bluesky_accept_then_hang_is_settled_by_replaying_the_record() {
             "{t:?}"
         );
         let r = record(&env, key, Network::Bluesky).await.expect("recorded");
-        assert_eq!(r.urn.as_deref(), Some(rec.uri.as_str()));
+        assert_eq!(r.post_id.as_deref(), Some(rec.uri.as_str()));
         assert!(r.url.is_some());
         assert_eq!(claim(&env, key, Network::Bluesky), "");
     }
@@ -486,7 +486,7 @@ async fn bluesky_replay_after_the_blob_was_collected_uploads_it_again() {
     assert_eq!(
         record(&env, &key, Network::Bluesky)
             .await
-            .and_then(|r| r.urn),
+            .and_then(|r| r.post_id),
         Some(rec.uri)
     );
 }
@@ -608,7 +608,7 @@ async fn bluesky_record_keeps_the_cid_the_pds_answered() {
         rec.cid, r.cid, t.cid
     );
     assert_eq!(r.cid.as_deref(), Some(rec.cid.as_str()), "{r:?}");
-    assert_eq!(r.urn.as_deref(), Some(rec.uri.as_str()));
+    assert_eq!(r.post_id.as_deref(), Some(rec.uri.as_str()));
     assert_eq!(t.cid.as_deref(), Some(rec.cid.as_str()), "{t:?}");
     let v = serde_json::to_value(&o).expect("outcome json");
     assert_eq!(v["targets"]["bluesky"]["cid"], json!(rec.cid), "{v}");

@@ -26,13 +26,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postonce::claim::file::FileClaims;
 use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::key::PostKey;
-use postonce::record::local::LocalStore;
 use postonce::record::{
     DraftContent, DraftStatus, DraftUpdate, PostedRecord, PutPosted, RecordStore,
 };
+use postonce::stores::local::claims::FileClaims;
+use postonce::stores::local::LocalStore;
 use serde_json::{json, Value};
 use support::env::Env;
 use support::linkedin::DuplicateCheck;
@@ -653,7 +653,7 @@ async fn record_writes_racing_instances_create_once() {
                 barrier.wait().await;
                 let record = PostedRecord {
                     key: k.to_string(),
-                    urn: Some(format!("urn:li:share:{i}")),
+                    post_id: Some(format!("urn:li:share:{i}")),
                     posted_at: 5,
                     run: format!("run-{i}"),
                     source: "cli".into(),

@@ -6,11 +6,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use postonce::claim::redis::RedisClaims;
 use postonce::claim::{Acquire, ClaimStore, ClaimValue};
 use postonce::config::Secret;
 use postonce::outcome::OutcomeKind;
 use postonce::record::{DraftStatus, PostedRecord, PutPosted};
+use postonce::stores::redis::RedisClaims;
 use support::env::{Env, Stores};
 use support::linkedin::{DuplicateCheck, Mode};
 use support::services::{DynamoProcess, RedisServer};
@@ -99,7 +99,7 @@ async fn posts_then_answers_already_posted() {
     let caption = "Ship it (v2) #rust with C# & a_b @[Ada](urn:li:person:abc)";
     let first = env.post(&key, caption).await;
     assert_eq!(first.outcome, OutcomeKind::Posted, "{first:?}");
-    let urn = first.urn.clone().expect("urn");
+    let urn = first.post_id.clone().expect("urn");
     assert!(urn.starts_with("urn:li:share:"));
     assert_eq!(env.linkedin.bad_headers(), 0);
     let body = env.linkedin.last_create_body();
@@ -113,7 +113,7 @@ async fn posts_then_answers_already_posted() {
     assert_eq!(claim_value(&env, &key), "", "claim released");
     let st = env.status(&key).await;
     assert_eq!(
-        st.snapshot.record.as_ref().and_then(|r| r.urn.clone()),
+        st.snapshot.record.as_ref().and_then(|r| r.post_id.clone()),
         Some(urn.clone())
     );
     assert_eq!(
@@ -129,7 +129,7 @@ async fn posts_then_answers_already_posted() {
 
     let again = env.post(&key, caption).await;
     assert_eq!(again.outcome, OutcomeKind::AlreadyPosted);
-    assert_eq!(again.urn, Some(urn));
+    assert_eq!(again.post_id, Some(urn));
     let retry = env.retry(&key).await;
     assert_eq!(retry.outcome, OutcomeKind::AlreadyPosted);
     assert_eq!(env.linkedin.create_requests(), 1);
@@ -178,7 +178,7 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
         OutcomeKind::PostedNotRecorded,
         "{outcome:?}"
     );
-    let urn = outcome.urn.clone().expect("urn in the report");
+    let urn = outcome.post_id.clone().expect("urn in the report");
     assert_eq!(claim_value(&env, &key), format!("posted:{urn}"));
     let ttl: u64 = env
         .redis()
@@ -195,7 +195,7 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     dynamo.resume();
     let third = env.retry(&key).await;
     assert_eq!(third.outcome, OutcomeKind::AlreadyPosted, "{third:?}");
-    assert_eq!(third.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(third.post_id.as_deref(), Some(urn.as_str()));
     // The record write that seemed to fail landed once DynamoDB resumed: the Retry is answered
     // from the record, with no Redis call, and the kept claim is left to its TTL. It can stop
     // no run: each meets the record first.
@@ -206,9 +206,9 @@ async fn record_write_failure_keeps_the_claim_and_repairs_later() {
     );
     let again = env.post(&key, "Recorded later").await;
     assert_eq!(again.outcome, OutcomeKind::AlreadyPosted, "{again:?}");
-    assert_eq!(again.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(again.post_id.as_deref(), Some(urn.as_str()));
     let st = env.status(&key).await;
-    assert_eq!(st.snapshot.record.and_then(|r| r.urn), Some(urn));
+    assert_eq!(st.snapshot.record.and_then(|r| r.post_id), Some(urn));
     let fourth = env.retry(&key).await;
     assert_eq!(fourth.outcome, OutcomeKind::AlreadyPosted);
     assert_eq!(env.linkedin.create_requests(), 1);
@@ -291,7 +291,7 @@ async fn hanging_create_post_is_unknown_then_reconciled_relying_on_linkedins_dup
     let draft = env.status(&key).await.snapshot.draft.expect("draft");
     assert_eq!(draft.status, DraftStatus::Unknown);
     let pending = draft.pending.expect("the attempt is kept");
-    assert!(pending.image_urn.starts_with("urn:li:image:"));
+    assert!(pending.media_id.starts_with("urn:li:image:"));
 
     env.linkedin.set_create_mode(Mode::Normal);
     let early = env.retry(&key).await;
@@ -309,7 +309,7 @@ async fn hanging_create_post_is_unknown_then_reconciled_relying_on_linkedins_dup
     let later = env.retry(&key).await;
     assert_eq!(later.outcome, OutcomeKind::AlreadyPosted, "{later:?}");
     assert_eq!(env.linkedin.posts_created(), 1);
-    assert_eq!(later.urn, Some(env.linkedin.posts()[0].urn.clone()));
+    assert_eq!(later.post_id, Some(env.linkedin.posts()[0].urn.clone()));
     assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
     println!(
         "hang after accepting (LinkedIn duplicate check RACY; reconciliation relies on LinkedIn's duplicate answer): create-post requests {} ({} answered DUPLICATE_POST), posts {}",
@@ -509,8 +509,8 @@ async fn slow_linkedin_then_immediate_retry_sends_nothing_then_settles_relying_o
     );
     assert_eq!(settled.outcome, OutcomeKind::AlreadyPosted, "{settled:?}");
     assert_eq!(posts.len(), 1, "exactly one post");
-    assert_eq!(settled.urn.as_deref(), Some(posts[0].urn.as_str()));
-    assert_eq!(record.urn.as_deref(), Some(posts[0].urn.as_str()));
+    assert_eq!(settled.post_id.as_deref(), Some(posts[0].urn.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(posts[0].urn.as_str()));
     assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
     assert_eq!(env.linkedin.posts_created(), 1);
 }
@@ -687,7 +687,7 @@ async fn record_write_is_create_if_absent() {
             let store = env.app.pipeline.records.clone();
             let record = PostedRecord {
                 key: key.to_string(),
-                urn: Some(format!("urn:li:share:{i}")),
+                post_id: Some(format!("urn:li:share:{i}")),
                 posted_at: 1,
                 run: format!("run-{i}"),
                 source: "test".into(),
@@ -704,7 +704,7 @@ async fn record_write_is_create_if_absent() {
         for h in handles {
             match h.await.expect("task").expect("write") {
                 PutPosted::Created => created += 1,
-                PutPosted::Exists(r) => winners.push(r.urn),
+                PutPosted::Exists(r) => winners.push(r.post_id),
             }
         }
         assert_eq!(created, 1);
@@ -718,7 +718,7 @@ async fn record_write_is_create_if_absent() {
             .record
             .expect("record");
         assert!(
-            winners.iter().all(|w| *w == stored.urn),
+            winners.iter().all(|w| *w == stored.post_id),
             "every loser saw the winner"
         );
     }
@@ -827,7 +827,7 @@ fn redis_calls(env: &Env) -> u64 {
 #[tokio::test]
 async fn round_trips_per_run() {
     let env = Env::start().await;
-    let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
+    let dynamo = env.app.stores.dynamo.clone().expect("DynamoDB store");
     // Warm up connections and load the release script once.
     env.post(&env.key(), "warm-up").await;
     let key = env.key();
@@ -985,7 +985,7 @@ async fn a_dry_run_never_stops_the_first_real_post() {
     let req = env.request(&key, Some(env.content("Tried as a dry run first")));
     let o = dry.pipeline.run(req, env.deadline()).await;
     assert_eq!(o.outcome, OutcomeKind::Posted);
-    assert!(o.dry_run && o.urn.as_deref().is_some_and(|u| u.contains("dryrun")));
+    assert!(o.dry_run && o.post_id.as_deref().is_some_and(|u| u.contains("dryrun")));
     let again = dry
         .pipeline
         .run(env.request(&key, None), env.deadline())

@@ -104,7 +104,7 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
     }
     assert_eq!(
         pg.psql("postgres", "SELECT count(*) FROM postonce_schema"),
-        postonce::postgres::migrate::LATEST.to_string(),
+        postonce::stores::postgres::migrate::LATEST.to_string(),
         "one row per migration"
     );
     let again = binary(&vars, &["db", "migrate"]);
@@ -158,7 +158,7 @@ async fn a_schema_behind_exits_2_and_two_migrates_at_once_are_safe() {
     let text = String::from_utf8_lossy(&doctor.stdout).to_string();
     let connected = format!(
         "✓ PostgreSQL: connected; schema version {}; clock skew",
-        postonce::postgres::migrate::LATEST
+        postonce::stores::postgres::migrate::LATEST
     );
     assert!(text.lines().any(|l| l.starts_with(&connected)), "{text}");
     // The claims live in the database too (REDIS_URL unset): the line names it, not files.
@@ -406,7 +406,7 @@ async fn postgres_paused_fails_closed_within_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_libpq_sslmodes() {
     use postonce::config::Secret;
-    use postonce::postgres::Database;
+    use postonce::stores::postgres::Database;
     let (pg, ca) = PostgresServer::start_tls();
     let open =
         |url: String| Database::new(&Secret::new(url), Duration::from_secs(5), 1).expect("url");
@@ -425,7 +425,7 @@ async fn tls_with_libpq_sslmodes() {
         "{}?sslmode=verify-full&sslrootcert={ca}",
         base("localhost")
     ));
-    use postonce::postgres::migrate::LATEST;
+    use postonce::stores::postgres::migrate::LATEST;
     assert_eq!(full.schema_version().await.expect("verify-full"), LATEST);
     let chain = open(format!(
         "{}?sslmode=verify-ca&sslrootcert={ca}",

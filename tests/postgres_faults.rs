@@ -178,7 +178,7 @@ async fn settle(env: &Env, keys: &[PostKey]) -> (usize, Vec<PostKey>) {
             continue;
         };
         let posts = env.posts_on(key, Network::Linkedin);
-        let recorded = st.snapshot.record.and_then(|r| r.urn);
+        let recorded = st.snapshot.record.and_then(|r| r.post_id);
         let posted = st.snapshot.draft.map(|d| d.status) == Some(DraftStatus::Posted);
         if posts == [urn.clone()] && recorded.as_ref() == Some(&urn) && posted {
             kept.push(key.clone());
@@ -342,7 +342,7 @@ async fn answer_is_what_is_stored(
 ) -> Result<(), String> {
     let posts = env.posts_on(key, Network::Linkedin);
     let st = env.status(key).await;
-    let recorded = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+    let recorded = st.snapshot.record.as_ref().map(|r| r.post_id.clone());
     let fine = match o.outcome {
         OutcomeKind::Failed | OutcomeKind::BeingPosted => posts.is_empty(),
         OutcomeKind::Posted => posts.len() == 1 && recorded == Some(Some(posts[0].clone())),

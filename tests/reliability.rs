@@ -192,8 +192,8 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
     // An attempt older than the quiet period (the sweeper leaves younger ones alone).
     let quiet = i64::try_from(env.quiet_period().as_secs()).expect("seconds");
     let pending = postonce::record::PendingPost {
-        commentary: "Kept claim".into(),
-        image_urn: "urn:li:image:1".into(),
+        text: "Kept claim".into(),
+        media_id: "urn:li:image:1".into(),
         alt: None,
         at: now_s() - quiet - 1,
         run: "run-gone".into(),
@@ -230,7 +230,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
     assert_eq!(run.outcome, OutcomeKind::AlreadyPosted, "{run:?}");
     let st = env.status(&key).await;
     assert_eq!(
-        st.snapshot.record.and_then(|r| r.urn).as_deref(),
+        st.snapshot.record.and_then(|r| r.post_id).as_deref(),
         Some("urn:li:share:424242")
     );
     assert_eq!(

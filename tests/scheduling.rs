@@ -539,7 +539,7 @@ async fn the_sweep_reads_the_due_drafts_through_the_index_not_the_table() {
     const DUE: usize = 10;
     let env = Env::start().await;
     off(&env);
-    let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
+    let dynamo = env.app.stores.dynamo.clone().expect("DynamoDB store");
     let table = env.vars["POSTONCE_TABLE"].clone();
     let client = env.dynamo_client();
     // 10,000 stored drafts, as a busy blog holds them: half posted (out of the index), half
@@ -665,7 +665,7 @@ async fn a_due_draft_costs_the_sweep_what_a_new_draft_costs_a_trigger() {
     const LISTING: u64 = 5 + 4;
     let env = Env::with_five_targets(Stores::Real, &[]).await;
     off(&env);
-    let dynamo = env.app.dynamo.clone().expect("DynamoDB store");
+    let dynamo = env.app.stores.dynamo.clone().expect("DynamoDB store");
     let fresh = env.key();
     let before = dynamo.requests_sent();
     let req = env.request_to(&fresh, Some(env.announcement(&fresh)), &[Network::Linkedin]);

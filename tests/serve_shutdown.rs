@@ -129,7 +129,7 @@ async fn assert_posted_recorded_released(env: &Env, key: &PostKey, urn: Option<&
         .record
         .expect("the posted record exists: the run was not cut off before recording");
     let created = env.linkedin.posts()[0].urn.clone();
-    assert_eq!(record.urn.as_deref(), Some(created.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(created.as_str()));
     if let Some(urn) = urn {
         assert_eq!(urn, created, "the client was told the URN of the post");
     }

@@ -47,7 +47,7 @@ const CLAIM_STORES: &[(&str, Open<dyn ClaimStore>)] = &[
 ];
 
 async fn files_records() -> Fixture<dyn RecordStore> {
-    use postonce::record::local::LocalStore;
+    use postonce::stores::local::LocalStore;
     let dir = tempfile::tempdir().expect("temp dir");
     Fixture {
         a: Arc::new(LocalStore::open(dir.path(), false).expect("open")),
@@ -57,7 +57,7 @@ async fn files_records() -> Fixture<dyn RecordStore> {
 }
 
 async fn dynamo_records() -> Fixture<dyn RecordStore> {
-    use postonce::record::dynamodb::DynamoStore;
+    use postonce::stores::dynamodb::DynamoStore;
     let table = unique("conformance-");
     let endpoint = dynamodb_endpoint();
     let vars = [
@@ -86,10 +86,10 @@ async fn dynamo_records() -> Fixture<dyn RecordStore> {
 
 async fn postgres_database() -> (
     PostgresServer,
-    Arc<postonce::postgres::Database>,
-    Arc<postonce::postgres::Database>,
+    Arc<postonce::stores::postgres::Database>,
+    Arc<postonce::stores::postgres::Database>,
 ) {
-    use postonce::postgres::Database;
+    use postonce::stores::postgres::Database;
     let pg = PostgresServer::start();
     support::env::migrate(&pg.url()).await;
     let open =
@@ -99,7 +99,7 @@ async fn postgres_database() -> (
 }
 
 async fn postgres_records() -> Fixture<dyn RecordStore> {
-    use postonce::record::postgres::PgStore;
+    use postonce::stores::postgres::records::PgStore;
     let (pg, a, b) = postgres_database().await;
     Fixture {
         a: Arc::new(PgStore::new(a, false)),
@@ -109,7 +109,7 @@ async fn postgres_records() -> Fixture<dyn RecordStore> {
 }
 
 async fn redis_claims() -> Fixture<dyn ClaimStore> {
-    use postonce::claim::redis::RedisClaims;
+    use postonce::stores::redis::RedisClaims;
     let r = RedisServer::start();
     let open = || {
         Arc::new(
@@ -125,7 +125,7 @@ async fn redis_claims() -> Fixture<dyn ClaimStore> {
 }
 
 async fn files_claims() -> Fixture<dyn ClaimStore> {
-    use postonce::claim::file::FileClaims;
+    use postonce::stores::local::claims::FileClaims;
     let dir = tempfile::tempdir().expect("temp dir");
     Fixture {
         a: Arc::new(FileClaims::open(dir.path().join("claims")).expect("open")),
@@ -135,7 +135,7 @@ async fn files_claims() -> Fixture<dyn ClaimStore> {
 }
 
 async fn postgres_claims() -> Fixture<dyn ClaimStore> {
-    use postonce::claim::postgres::PgClaims;
+    use postonce::stores::postgres::claims::PgClaims;
     let (pg, a, b) = postgres_database().await;
     Fixture {
         a: Arc::new(PgClaims::new(a, false)),
@@ -159,7 +159,7 @@ fn content(caption: &str) -> DraftContent {
 fn record(key: &PostKey, run: &str, hash: Option<&str>) -> PostedRecord {
     PostedRecord {
         key: key.to_string(),
-        urn: Some(format!("urn:li:share:{run}")),
+        post_id: Some(format!("urn:li:share:{run}")),
         posted_at: 1_000,
         run: run.to_owned(),
         source: "ci".to_owned(),
@@ -171,8 +171,8 @@ fn record(key: &PostKey, run: &str, hash: Option<&str>) -> PostedRecord {
 
 fn intent(run: &str) -> DraftUpdate {
     DraftUpdate::Intent(PendingPost {
-        commentary: "text".into(),
-        image_urn: "urn:li:image:1".into(),
+        text: "text".into(),
+        media_id: "urn:li:image:1".into(),
         alt: None,
         at: 100,
         run: run.to_owned(),
@@ -616,7 +616,7 @@ async fn an_attempt_is_marked_started_and_a_dead_run_counted() {
 /// (what `SKIP LOCKED` did) nor waits for the writer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_listings_show_a_draft_whose_row_another_connection_holds() {
-    use postonce::record::postgres::PgStore;
+    use postonce::stores::postgres::records::PgStore;
     let (pg, a, _b) = postgres_database().await;
     let store = PgStore::new(a, false);
     let (held, free) = (key(), key());

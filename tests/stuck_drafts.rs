@@ -379,7 +379,10 @@ async fn bluesky_reconcile_reads_the_record_first_even_with_the_image_gone() {
     assert_eq!((b.put_requests(), b.upload_requests()), (puts, uploads));
     assert_eq!(b.posts_created(), 1);
     let rec = env.status(&key.on(Network::Bluesky)).await.snapshot.record;
-    assert_eq!(rec.and_then(|r| r.urn), Some(b.records()[0].uri.clone()));
+    assert_eq!(
+        rec.and_then(|r| r.post_id),
+        Some(b.records()[0].uri.clone())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,7 +533,7 @@ async fn a_channel_run_killed_after_its_intent_reaches_the_owner_once() {
     let rec = env.status(&kept_target).await.snapshot.record;
     println!("kept claim: {rec:?}");
     assert_eq!(
-        rec.and_then(|r| r.urn),
+        rec.and_then(|r| r.post_id),
         Some(ch.messages()[0].message_id.to_string()),
         "repaired from the kept claim"
     );
@@ -726,7 +729,7 @@ async fn every_stuck_draft_is_posted_or_told_once() {
             let target = c.key.on(c.network);
             let posts = env.posts_on(&c.key, c.network);
             let st = env.status(&target).await;
-            let record = st.snapshot.record.as_ref().and_then(|r| r.urn.clone());
+            let record = st.snapshot.record.as_ref().and_then(|r| r.post_id.clone());
             let d = st.snapshot.draft.clone();
             let status = d.as_ref().map(|d| d.status);
             let verdict = if posts.len() > 1 {

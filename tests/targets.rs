@@ -342,7 +342,7 @@ async fn fifty_racing_runs_post_once_per_target() {
         let r = record(&env, &key, *n)
             .await
             .unwrap_or_else(|| panic!("{} is recorded", n.as_str()));
-        assert_eq!(r.urn.as_deref(), Some(id.as_str()), "{}", n.as_str());
+        assert_eq!(r.post_id.as_deref(), Some(id.as_str()), "{}", n.as_str());
         assert_eq!(
             claim(&env, &key, *n),
             "",
@@ -494,7 +494,7 @@ async fn x_unreachable_is_partial_and_its_retry_posts_only_x() {
         env.images.total_hits().await - img_before
     );
     assert_eq!(
-        record(&env, &key, Network::X).await.and_then(|r| r.urn),
+        record(&env, &key, Network::X).await.and_then(|r| r.post_id),
         Some(posts[0].id.clone())
     );
 
@@ -626,7 +626,9 @@ async fn x_in_doubt_is_found_by_reading_or_left_to_the_owner() {
     assert_eq!(x.create_requests(), 2, "found by reading: no create sent");
     assert_eq!(x.posts_created(), 2);
     assert_eq!(
-        record(&env, &found, Network::X).await.and_then(|r| r.urn),
+        record(&env, &found, Network::X)
+            .await
+            .and_then(|r| r.post_id),
         Some(post.id.clone())
     );
 
@@ -674,7 +676,7 @@ async fn x_in_doubt_is_found_by_reading_or_left_to_the_owner() {
     let r = record(&env, &refused, Network::X)
         .await
         .expect("recorded by the owner");
-    assert_eq!((r.urn, r.source.as_str()), (None, "owner"));
+    assert_eq!((r.post_id, r.source.as_str()), (None, "owner"));
 
     // Both are recorded: later runs do not even call X.
     let calls = x.requests();
@@ -792,7 +794,7 @@ async fn telegram_in_doubt_is_unknown_at_once_and_never_resent() {
     assert_eq!(
         record(&env, &key, Network::Telegram)
             .await
-            .and_then(|r| r.urn),
+            .and_then(|r| r.post_id),
         Some(id)
     );
 }

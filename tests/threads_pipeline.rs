@@ -212,7 +212,7 @@ async fn a_lost_publish_answer_settles_after_the_quiet_period_with_one_post() {
         .snapshot
         .record
         .expect("recorded");
-    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(post.id.as_str()));
 }
 
 /// Issue 30: `threads_publish` is refused while the container it names was in fact published
@@ -248,7 +248,7 @@ async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted(
         .snapshot
         .record
         .expect("recorded");
-    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(post.id.as_str()));
     assert_eq!(record.url.as_deref(), Some(t.permalink(&post).as_str()));
 
     // A Retry (the report's button), a sweep and an agent posting the same draft again: none
@@ -318,7 +318,7 @@ async fn a_refused_re_send_of_its_own_published_container_is_recorded_by_the_rec
         .snapshot
         .record
         .expect("recorded");
-    assert_eq!(record.urn.as_deref(), Some(post.id.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(post.id.as_str()));
     assert_eq!(record.source, "reconcile");
 
     let again = run(&env, &key, false).await;

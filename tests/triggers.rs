@@ -337,7 +337,7 @@ async fn done_and_force_buttons() {
     assert_eq!(resp["outcome"]["outcome"], "already_posted", "{resp}");
     assert_eq!(env.retry(&key).await.outcome, OutcomeKind::AlreadyPosted);
     let record = env.status(&key).await.snapshot.record.expect("record");
-    assert_eq!((record.urn, record.source.as_str()), (None, "owner"));
+    assert_eq!((record.post_id, record.source.as_str()), (None, "owner"));
     assert_eq!(env.linkedin.create_requests(), 1);
 
     // Unknown, then Post anyway: a fresh create-post.
@@ -390,7 +390,7 @@ async fn reports_carry_the_outcomes_text_and_buttons() {
     assert!(
         text.contains(&format!(
             "https://www.linkedin.com/feed/update/{}/",
-            posted.urn.clone().unwrap_or_default()
+            posted.post_id.clone().unwrap_or_default()
         )),
         "{text}"
     );

@@ -74,15 +74,15 @@ async fn a_claim_that_cannot_be_kept_is_followed_by_a_second_record_write() {
         "{}",
         o.detail
     );
-    let urn = o.urn.clone().expect("the post's id");
+    let urn = o.post_id.clone().expect("the post's id");
 
     env.redis.as_mut().expect("redis").restart();
     let record = env.status(&key).await.snapshot.record.expect("recorded");
-    assert_eq!(record.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(record.post_id.as_deref(), Some(urn.as_str()));
     tokio::time::sleep(Duration::from_millis(3_100)).await;
     let again = env.retry(&key).await;
     assert_eq!(again.outcome, OutcomeKind::AlreadyPosted, "{again:?}");
-    assert_eq!(again.urn.as_deref(), Some(urn.as_str()));
+    assert_eq!(again.post_id.as_deref(), Some(urn.as_str()));
     assert_eq!(env.linkedin.create_requests(), 1);
     assert_eq!(env.linkedin.posts_created(), 1);
 }
@@ -152,7 +152,7 @@ async fn a_post_whose_record_and_claim_are_lost_is_named_and_never_posted_again_
     for n in Network::ALL {
         let p = part(&o, n);
         assert_eq!(p.outcome, OutcomeKind::PostedNotRecorded, "{p:?}");
-        let id = p.urn.clone().expect("the post's id");
+        let id = p.post_id.clone().expect("the post's id");
         assert_eq!(env.posts_on(&key, n).len(), 1);
         for says in [
             "nor could the claim be kept",
@@ -195,10 +195,15 @@ async fn a_post_whose_record_and_claim_are_lost_is_named_and_never_posted_again_
             "{}: {p:?}",
             n.as_str()
         );
-        let first = part(&o, n).urn;
-        assert_eq!(p.urn, first, "{}: the same post", n.as_str());
+        let first = part(&o, n).post_id;
+        assert_eq!(p.post_id, first, "{}: the same post", n.as_str());
         let record = env.status(&key.on(n)).await.snapshot.record;
-        assert_eq!(record.and_then(|r| r.urn), first, "{} recorded", n.as_str());
+        assert_eq!(
+            record.and_then(|r| r.post_id),
+            first,
+            "{} recorded",
+            n.as_str()
+        );
     }
     let last = env.retry(&key).await;
     for n in Network::ALL {

@@ -6,12 +6,6 @@
 //! store only carries out these operations; when to take, keep or release a claim is decided by
 //! the pipeline.
 
-pub mod file;
-pub mod memory;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-pub mod redis;
-
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -66,8 +60,9 @@ pub enum Acquire {
 #[error("claim store unavailable: {0}")]
 pub struct ClaimError(pub String);
 
-/// The claim operations the pipeline needs. Implementations: Redis; PostgreSQL; files shared by
-/// the processes of one machine for local mode; in-process (tests).
+/// The claim operations the pipeline needs. Each store that offers claims implements them in
+/// its folder under `src/stores/` (one of them shared by the processes of one machine, for
+/// local mode; one in-process, for tests); the registry there chooses one.
 #[async_trait]
 pub trait ClaimStore: Send + Sync {
     /// `SET claim:<key> <token> NX EX <ttl>`; on failure, reads who holds it.

@@ -301,7 +301,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     }
     if matches!(cli.command, Command::Serve { .. }) {
         // `serve` answers many requests at once: a larger pool than a CLI run's few.
-        config.database_pool = SERVE_DATABASE_POOL;
+        config.stores.postgres.pool = SERVE_DATABASE_POOL;
     }
     // Bad input is refused before any client is built or anything is stored.
     let post = match &cli.command {
@@ -450,7 +450,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Table {
             action: TableAction::Create,
         } => {
-            let Some(dynamo) = &app.dynamo else {
+            let Some(dynamo) = &app.stores.dynamo else {
                 return bad_input("POSTONCE_TABLE is not set: name the table to create (and AWS_ENDPOINT_URL_DYNAMODB for a local server)");
             };
             match dynamo.create_table().await {
@@ -473,7 +473,7 @@ const SERVE_DATABASE_POOL: usize = 16;
 /// `postonce db migrate`.
 #[cfg(feature = "postgres")]
 async fn db_migrate(config: &Config) -> i32 {
-    let db = match config.database() {
+    let db = match config.stores.postgres.database() {
         Ok(Some(db)) => db,
         Ok(None) => {
             return bad_input(
@@ -488,7 +488,7 @@ async fn db_migrate(config: &Config) -> i32 {
             0
         }
         // A schema newer than this binary's: the same answer (exit 2) as at start-up.
-        Err(e @ crate::postgres::migrate::MigrateError::Ahead { .. }) => {
+        Err(e @ crate::stores::postgres::migrate::MigrateError::Ahead { .. }) => {
             bad_input(format!("DATABASE_URL: {e}"))
         }
         Err(e) => {

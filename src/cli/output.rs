@@ -53,7 +53,7 @@ pub(super) fn print_outcome(outcome: &Outcome, json: bool) {
     let body = |o: &Outcome, indent: &str| {
         if let Some(url) = o.post_url() {
             println!("{indent}{url}");
-        } else if let Some(urn) = &o.urn {
+        } else if let Some(urn) = &o.post_id {
             println!("{indent}{urn}");
         }
         if !o.detail.is_empty() {
@@ -153,7 +153,7 @@ fn print_target_status(key: &PostKey, network: Network, status: &crate::pipeline
             "  record: posted {} at {} by {} ({})",
             r.url
                 .as_deref()
-                .or(r.urn.as_deref())
+                .or(r.post_id.as_deref())
                 .unwrap_or("(no id: confirmed by the owner, or the network did not name it)"),
             crate::record::rfc3339(r.posted_at),
             r.source,

@@ -4,11 +4,11 @@
 //! them. Every error names the variable and says what is wrong. Secrets are wrapped in
 //! [`Secret`], whose `Debug` never shows the value.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::image::{LocalCovers, OriginPolicy};
 use crate::networks::{self, Configs, Network, Shared};
+use crate::stores::StoreConfig;
 use crate::vars::{bad, Vars};
 pub use crate::vars::{ConfigError, Secret};
 
@@ -19,26 +19,27 @@ pub struct TelegramConfig {
     pub chat_id: i64,
 }
 
-/// Per-call budgets (rule 4 in `pipeline/mod.rs`).
+/// Per-call budgets (rule 4 in `pipeline/mod.rs`), by role. Each store's is set by its own
+/// variable, which the registry picks ([`StoreConfig::records_budget`],
+/// [`StoreConfig::claims_budget`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     pub image: Duration,
-    pub redis: Duration,
-    pub dynamodb: Duration,
+    /// Each call to the record store.
+    pub records: Duration,
+    /// Each call to the claim store.
+    pub claims: Duration,
     /// The report bot and the Telegram channel target.
     pub telegram: Duration,
-    /// Each PostgreSQL statement (`POSTONCE_DATABASE_TIMEOUT_MS`): server- and client-side.
-    pub database: Duration,
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
             image: Duration::from_millis(10_000),
-            redis: Duration::from_millis(8_000),
-            dynamodb: Duration::from_millis(8_000),
+            records: Duration::from_millis(8_000),
+            claims: Duration::from_millis(8_000),
             telegram: Duration::from_millis(8_000),
-            database: Duration::from_millis(8_000),
         }
     }
 }
@@ -46,21 +47,9 @@ impl Default for Timeouts {
 /// Everything postonce reads from its environment.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// DynamoDB table; `None` means the local store under `data_dir`.
-    pub table: Option<String>,
-    pub data_dir: PathBuf,
-    /// Claim store; `None` means in-process claims (local mode only).
-    pub redis_url: Option<Secret>,
-    /// `DATABASE_URL` (`postgres://` or `postgresql://`): records, drafts and pacing live in
-    /// PostgreSQL, and the claims too unless `REDIS_URL` is set. May hold a password.
-    pub database_url: Option<Secret>,
-    /// Connections the PostgreSQL pool may open: few for a CLI run or a Lambda sandbox,
-    /// more for `serve` (which sets it).
-    pub database_pool: usize,
-    pub aws_region: Option<String>,
-    pub dynamodb_endpoint: Option<String>,
-    /// Static AWS credentials when both key variables are given (local servers, tests).
-    pub aws_credentials: Option<(String, Secret)>,
+    /// Every store's configuration, read by its folder; the registry chooses among them
+    /// ([`crate::stores`]).
+    pub stores: StoreConfig,
     pub telegram: Option<TelegramConfig>,
     pub telegram_api_url: String,
     pub telegram_webhook_secret: Option<Secret>,
@@ -178,20 +167,6 @@ impl Config {
         Ok(())
     }
 
-    /// The PostgreSQL database (`None` without `DATABASE_URL`), its pool not yet connected.
-    ///
-    /// # Errors
-    /// As [`crate::postgres::Database::new`].
-    #[cfg(feature = "postgres")]
-    pub fn database(&self) -> Result<Option<crate::postgres::Database>, String> {
-        self.database_url
-            .as_ref()
-            .map(|url| {
-                crate::postgres::Database::new(url, self.timeouts.database, self.database_pool)
-            })
-            .transpose()
-    }
-
     /// `network`'s own configuration as its folder's type `T` (e.g.
     /// [`crate::networks::x::config::XConfig`]); `None` for another type.
     pub fn network<T: 'static>(&self, network: Network) -> Option<&T> {
@@ -215,43 +190,7 @@ impl Config {
         let vars = Vars::new(&get);
         let get = |name: &str| vars.get(name);
 
-        let table = get("POSTONCE_TABLE");
-        if let Some(t) = &table {
-            let ok = (3..=255).contains(&t.len())
-                && t.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-            if !ok {
-                return Err(bad(
-                    "POSTONCE_TABLE",
-                    "a DynamoDB table name has 3-255 characters of a-z, A-Z, 0-9, _ - .",
-                ));
-            }
-        }
-        let data_dir =
-            PathBuf::from(get("POSTONCE_DATA_DIR").unwrap_or_else(|| ".postonce".into()));
-
-        let redis_url = get("REDIS_URL");
-        let database_url = get("DATABASE_URL");
-        if let Some(url) = &database_url {
-            if table.is_some() {
-                return Err(bad(
-                    "DATABASE_URL",
-                    "DATABASE_URL and POSTONCE_TABLE are both set: choose one record store (PostgreSQL or DynamoDB) and unset the other",
-                ));
-            }
-            check_database_url(url)?;
-        }
-        if table.is_some() && redis_url.is_none() {
-            return Err(bad(
-                "REDIS_URL",
-                "required when POSTONCE_TABLE is set: in-process claims are for local mode only (REDIS_URL_PARAM may name an SSM parameter holding it)",
-            ));
-        }
-        if let Some(url) = &redis_url {
-            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
-            }
-        }
+        let stores = StoreConfig::load(vars)?;
 
         let telegram = match (get("TELEGRAM_BOT_TOKEN"), get("TELEGRAM_CHAT_ID")) {
             (None, None) => None,
@@ -358,12 +297,11 @@ impl Config {
                 ),
             ));
         }
-        let mut timeouts = Timeouts {
+        let timeouts = Timeouts {
             image: vars.millis("POSTONCE_IMAGE_TIMEOUT_MS", 10_000)?,
-            redis: vars.millis("POSTONCE_REDIS_TIMEOUT_MS", 8_000)?,
-            dynamodb: vars.millis("POSTONCE_DYNAMODB_TIMEOUT_MS", 8_000)?,
+            records: stores.records_budget(),
+            claims: stores.claims_budget(),
             telegram: vars.millis("POSTONCE_TELEGRAM_TIMEOUT_MS", 8_000)?,
-            database: vars.millis("POSTONCE_DATABASE_TIMEOUT_MS", 8_000)?,
         };
         let shared = Shared {
             function_timeout,
@@ -386,20 +324,13 @@ impl Config {
                 }
                 seen
             });
-        for (var, t) in [
-            ("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image),
-            ("POSTONCE_REDIS_TIMEOUT_MS", timeouts.redis),
-            ("POSTONCE_DYNAMODB_TIMEOUT_MS", timeouts.dynamodb),
-            ("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram),
-        ]
-        .into_iter()
-        .chain(budgets.iter().copied())
-        // The database's budget counts once there is a database.
-        .chain(
-            database_url
-                .is_some()
-                .then_some(("POSTONCE_DATABASE_TIMEOUT_MS", timeouts.database)),
-        ) {
+        // Each store's budget counts once its store may be used (the registry says which).
+        for (var, t) in [("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image)]
+            .into_iter()
+            .chain(stores.budget_vars())
+            .chain([("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram)])
+            .chain(budgets.iter().copied())
+        {
             if t >= function_timeout {
                 return Err(bad(
                     var,
@@ -409,14 +340,6 @@ impl Config {
                         function_timeout.as_secs()
                     ),
                 ));
-            }
-        }
-        if database_url.is_some() {
-            // The pipeline bounds record calls by the record store's budget, and claim calls
-            // by the claim store's: with PostgreSQL, that is the database's.
-            timeouts.dynamodb = timeouts.database;
-            if redis_url.is_none() {
-                timeouts.redis = timeouts.database;
             }
         }
         let posted_claim_ttl = vars.seconds("POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
@@ -478,11 +401,6 @@ impl Config {
                 })?,
         };
 
-        let aws_credentials = match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
-            (Some(id), Some(secret)) => Some((id, Secret::new(secret))),
-            _ => None,
-        };
-
         let fingerprints = Network::ALL
             .into_iter()
             .map(|n| {
@@ -501,14 +419,7 @@ impl Config {
 
         Ok(Self {
             fingerprints,
-            table,
-            data_dir,
-            redis_url: redis_url.map(Secret::new),
-            database_url: database_url.map(Secret::new),
-            database_pool: 4,
-            aws_region: get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")),
-            dynamodb_endpoint: get("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| get("AWS_ENDPOINT_URL")),
-            aws_credentials,
+            stores,
             telegram,
             telegram_api_url,
             telegram_webhook_secret,
@@ -533,24 +444,11 @@ impl Config {
     }
 }
 
-/// Checks `DATABASE_URL` without repeating it (it may hold a password).
-fn check_database_url(url: &str) -> Result<(), ConfigError> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(bad(
-            "DATABASE_URL",
-            "must start with postgres:// or postgresql:// (a PostgreSQL URL)",
-        ));
+/// So that a store may be opened from the whole configuration.
+impl AsRef<StoreConfig> for Config {
+    fn as_ref(&self) -> &StoreConfig {
+        &self.stores
     }
-    #[cfg(feature = "postgres")]
-    {
-        crate::postgres::ConnectOptions::parse(url).map_err(|e| bad("DATABASE_URL", e))?;
-        Ok(())
-    }
-    #[cfg(not(feature = "postgres"))]
-    Err(bad(
-        "DATABASE_URL",
-        "this build has no PostgreSQL support: build it with `cargo build --release --features postgres`",
-    ))
 }
 
 #[cfg(test)]

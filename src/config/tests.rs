@@ -4,6 +4,7 @@
 
 use super::*;
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 pub(crate) fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let map: HashMap<String, String> = pairs
@@ -16,12 +17,12 @@ pub(crate) fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
 #[test]
 fn defaults_are_local_and_safe() {
     let c = load(&[]).unwrap();
-    assert!(c.table.is_none() && c.redis_url.is_none());
+    assert!(c.stores.dynamodb.table.is_none() && c.stores.redis.url.is_none());
     assert!(c.networks.values().all(|n| !n.is_real()));
     assert_eq!(c.claim_ttl, Duration::from_secs(120));
     assert_eq!(c.function_timeout, Duration::from_secs(60));
     assert_eq!(c.timeouts, Timeouts::default());
-    assert_eq!(c.data_dir, PathBuf::from(".postonce"));
+    assert_eq!(c.stores.local.data_dir, PathBuf::from(".postonce"));
 }
 
 #[test]

@@ -3,9 +3,8 @@
 //! using them (precedence: a plain variable, then its `_PARAM`, then the stored credential) and
 //! telling what they are (`postonce auth status`, doctor).
 //!
-//! Every stored credential lives in one kept secret, `credentials` (the store's secret role:
-//! DynamoDB item `secret:credentials`, PostgreSQL row `postonce_secrets`, a 0600 file in local
-//! mode), so that a start reads all of them in one request, and every change to it is one
+//! Every stored credential lives in one kept secret, `credentials` (the record store's secret
+//! role: an item, a row or a 0600 file, as each store in `src/stores/` keeps it), so that a start reads all of them in one request, and every change to it is one
 //! conditional write ([`crate::record::RecordStore::swap_secret`]): a process that lost a race
 //! reads again and re-applies its change, and nothing newer is ever overwritten.
 
@@ -204,9 +203,7 @@ pub fn variables(vars: Vars<'_>, stored: &Stored) -> HashMap<String, String> {
 /// core's settings) without any network's: a configuration read from these alone says where
 /// the stored credentials are.
 pub fn names_the_store(var: &str) -> bool {
-    var.starts_with("POSTONCE_")
-        || var.starts_with("AWS_")
-        || matches!(var, "REDIS_URL" | "DATABASE_URL")
+    var.starts_with("POSTONCE_") || var.starts_with("AWS_") || crate::stores::names_a_store(var)
 }
 
 /// Set once a start took some network's credential from the store: only then does the

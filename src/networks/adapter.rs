@@ -25,7 +25,7 @@ pub struct Media {
 /// Bluesky blob object, ...), or, for a network whose create carries the bytes (Telegram's
 /// sendPhoto), a description of them (content type, size, SHA-256) that `create` checks the
 /// [`Media`] it is given against. Stored in the intent, so it must serialize; never the bytes
-/// (an intent is a DynamoDB item, at most 400 KB).
+/// (an intent is one stored item, and a store may cap an item at 400 KB).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MediaRef(pub serde_json::Value);
 

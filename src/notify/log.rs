@@ -15,7 +15,7 @@ impl Notifier for LogNotifier {
         outcome: &Outcome,
         _edit: Option<MessageRef>,
     ) -> Result<(), NotifyError> {
-        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.urn, "report: {}", outcome.report_text());
+        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.post_id, "report: {}", outcome.report_text());
         Ok(())
     }
 

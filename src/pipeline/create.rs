@@ -129,7 +129,7 @@ impl Lane {
                 if let Some(why) = fault("after-create-post").await {
                     return (
                         Outcome::new(key, OutcomeKind::PostedNotRecorded, why)
-                            .with_urn(created.id.clone()),
+                            .with_post_id(created.id.clone()),
                         Finish::Keep(created.id.clone()),
                     );
                 }
@@ -192,7 +192,7 @@ impl Lane {
                 let outcome = self
                     .fail_after_intent(req, dl, why, false)
                     .await
-                    .with_urn(existing.id);
+                    .with_post_id(existing.id);
                 (outcome, Finish::Release)
             }
             // The credential itself was refused: nothing was posted, and the draft waits for a

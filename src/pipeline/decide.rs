@@ -9,7 +9,7 @@ impl Lane {
     /// Whether `record` decides this lane's target: a dry run's record in the real namespace
     /// (only an older version could leave one) is not a post.
     pub(super) fn counts(&self, record: &PostedRecord) -> bool {
-        self.adapter.is_dry_run() || !record.urn.as_deref().is_some_and(is_dry_run_urn)
+        self.adapter.is_dry_run() || !record.post_id.as_deref().is_some_and(is_dry_run_urn)
     }
 
     /// A recorded target: answered from its record, which never expires, so finding it is
@@ -54,11 +54,11 @@ impl Lane {
                 record.source
             ),
         )
-        .with_urn(record.urn.clone());
+        .with_post_id(record.post_id.clone());
         outcome.url = record.url.clone();
         outcome.cid = record.cid.clone();
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
         outcome.settled = true;
         outcome
     }
@@ -89,7 +89,7 @@ impl Lane {
         let dry_record = snapshot
             .record
             .as_ref()
-            .is_some_and(|r| r.urn.as_deref().is_some_and(is_dry_run_urn));
+            .is_some_and(|r| r.post_id.as_deref().is_some_and(is_dry_run_urn));
         if dry_record && !self.adapter.is_dry_run() {
             // A dry run's record in the real namespace (an older version's): not a post.
             tracing::warn!("ignoring a dry run's record; this real run decides without it");
@@ -198,7 +198,7 @@ impl Lane {
                 DraftStatus::Scheduled,
             ];
             let started = dl
-                .work(t.dynamodb, self.records.start_attempt(key, &from, now_s()))
+                .work(t.records, self.records.start_attempt(key, &from, now_s()))
                 .await;
             match flatten_value(started) {
                 Ok(started) => direct = started,
@@ -216,7 +216,7 @@ impl Lane {
                 draft: Some(draft),
                 ..Snapshot::default()
             },
-            None => match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+            None => match flatten_value(dl.work(t.records, self.records.load(key, None)).await) {
                 Ok(s) => s,
                 Err(e) => {
                     return Err((
@@ -261,7 +261,7 @@ impl Lane {
             let dry_attempt = d
                 .pending
                 .as_ref()
-                .is_some_and(|p| is_dry_run_urn(&p.image_urn));
+                .is_some_and(|p| is_dry_run_urn(&p.media_id));
             if dry_attempt && !self.adapter.is_dry_run() {
                 // A dry run's attempt in the real draft (only an older version could leave
                 // one): nothing was sent to the network, so there is nothing to reconcile.
@@ -295,7 +295,7 @@ impl Lane {
         if let Ok(Ok(Snapshot {
             record: Some(record),
             ..
-        })) = dl.work(t.dynamodb, self.records.load(key, None)).await
+        })) = dl.work(t.records, self.records.load(key, None)).await
         {
             if self.counts(&record) {
                 return Some(self.already(key, dl, &record, true).await);

@@ -84,16 +84,16 @@ impl Lane {
     ) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
-        let loaded = flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await);
+        let loaded = flatten_value(dl.finish(t.records, self.records.load(key, None)).await);
         match loaded {
             Ok(Snapshot {
                 record: Some(record),
                 ..
             }) if self.adapter.is_dry_run()
-                || !record.urn.as_deref().is_some_and(is_dry_run_urn) =>
+                || !record.post_id.as_deref().is_some_and(is_dry_run_urn) =>
             {
                 Outcome::new(key, OutcomeKind::AlreadyPosted, "recorded meanwhile")
-                    .with_urn(record.urn)
+                    .with_post_id(record.post_id)
             }
             Ok(Snapshot {
                 draft: Some(draft),
@@ -240,7 +240,7 @@ impl Lane {
     ) -> bool {
         let applied = dl
             .finish(
-                self.settings.timeouts.dynamodb,
+                self.settings.timeouts.records,
                 self.records.update_draft(key, update, from, now_s()),
             )
             .await;

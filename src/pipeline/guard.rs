@@ -206,7 +206,7 @@ impl Lane {
         if let Some(content) = &req.content {
             let saved = dl
                 .work(
-                    t.dynamodb,
+                    t.records,
                     self.records
                         .save_draft(key, content, req.source.as_str(), now_s()),
                 )
@@ -293,7 +293,7 @@ impl Lane {
                 // leave one): it proves nothing was posted. Drop it and claim again.
                 tracing::warn!(urn = %urn, "ignoring a dry run's kept claim; removing it");
                 let value = ClaimValue::Posted(urn.clone()).raw();
-                let _ = dl.finish(t.redis, self.claims.release(key, &value)).await;
+                let _ = dl.finish(t.claims, self.claims.release(key, &value)).await;
                 acquired = self.acquire(req, dl).await;
             }
         }
@@ -302,7 +302,7 @@ impl Lane {
             Err(e) => {
                 // A SET whose answer was lost may have landed: take back our own claim, if any.
                 let _ = dl
-                    .finish(t.redis, self.claims.release(key, &req.run_id))
+                    .finish(t.claims, self.claims.release(key, &req.run_id))
                     .await;
                 let detail =
                     format!("{e}; nothing was uploaded or posted (no post without a claim)");
@@ -368,13 +368,13 @@ impl Lane {
         }
         match finish {
             Finish::Release => {
-                guard.release(dl, t.redis).await;
+                guard.release(dl, t.claims).await;
                 outcome
             }
             Finish::Keep(urn) => {
                 let ttl = self.settings.posted_claim_ttl;
                 let kept = guard
-                    .keep(dl, t.redis, urn.as_deref().unwrap_or(""), ttl)
+                    .keep(dl, t.claims, urn.as_deref().unwrap_or(""), ttl)
                     .await;
                 self.after_keep(req, dl, outcome, kept, &progress).await
             }
@@ -395,7 +395,7 @@ impl Lane {
             },
             &mut last,
         );
-        match dl.work(t.redis, tries).await {
+        match dl.work(t.claims, tries).await {
             Ok(a) => Ok(a),
             Err(b) => Err(match last {
                 Some(e) => format!("{e} (and {b})"),
@@ -419,7 +419,7 @@ impl Lane {
                     kind,
                     format!("posted and recorded; then the run failed ({why}), and the claim was released"),
                 )
-                .with_urn(urn),
+                .with_post_id(urn),
                 Finish::Release,
             ),
             Stage::Created(urn) => (
@@ -431,7 +431,7 @@ impl Lane {
                         self.network.label()
                     ),
                 )
-                .with_urn(urn.clone()),
+                .with_post_id(urn.clone()),
                 Finish::Keep(urn),
             ),
             // The intent says `unknown` on the draft: whether create-post left is not known

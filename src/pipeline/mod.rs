@@ -331,8 +331,8 @@ impl Lane {
     pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
         let mut outcome = self.decide(req, &dl, seen).await;
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
-        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.urn, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
+        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.post_id, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
         outcome
     }
 }
@@ -411,8 +411,8 @@ impl Pipeline {
             .ok_or_else(|| format!("{} is not a target of this version", key.network().as_str()))?;
         let t = self.settings.timeouts;
         let snapshot: Snapshot =
-            flatten_value(dl.work(t.dynamodb, lane.records.load(key, None)).await)?;
-        let claim = flatten_value(dl.work(t.redis, lane.claims.inspect(key)).await)?;
+            flatten_value(dl.work(t.records, lane.records.load(key, None)).await)?;
+        let claim = flatten_value(dl.work(t.claims, lane.claims.inspect(key)).await)?;
         Ok(Status { snapshot, claim })
     }
 }

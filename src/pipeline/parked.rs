@@ -81,7 +81,7 @@ impl Pipeline {
             let update = DraftUpdate::Reminded;
             let noted = dl
                 .finish(
-                    t.dynamodb,
+                    t.records,
                     p.store
                         .update_draft(&key, &update, &[p.draft.status], now_s()),
                 )

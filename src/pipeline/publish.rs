@@ -24,11 +24,11 @@ fn media_name(media: &MediaRef) -> String {
 pub(crate) fn kept_request(pending: &PendingPost) -> PreparedPost {
     pending.request.clone().unwrap_or_else(|| PreparedPost {
         body: serde_json::json!({
-            "commentary": pending.commentary,
-            "image": pending.image_urn,
+            "commentary": pending.text,
+            "image": pending.media_id,
             "alt": pending.alt,
         }),
-        text: pending.commentary.clone(),
+        text: pending.text.clone(),
         key: None,
     })
 }
@@ -281,8 +281,8 @@ impl Lane {
         // The intent goes to durable storage before the request leaves: if this process dies
         // after sending, the draft says `unknown` and no later run re-posts blindly (rule 7).
         let pending = PendingPost {
-            commentary: post.text.clone(),
-            image_urn: media_name(uploaded),
+            text: post.text.clone(),
+            media_id: media_name(uploaded),
             alt: content.alt.clone(),
             at: now_s(),
             run: req.run_id.clone(),
@@ -304,7 +304,7 @@ impl Lane {
         let caption = (req.action != Action::Force).then_some(pending.caption_hash.as_deref());
         let intent = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records
                     .take_intent(key, &intent, intent_from, caption.flatten(), now_s()),
             )

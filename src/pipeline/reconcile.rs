@@ -131,7 +131,7 @@ impl Lane {
         // With a margin: the replay reaches the network only after the re-send is recorded and
         // its request travels, and the network counts its window from the create, which came
         // after the stored attempt time. Looking up early is always safe.
-        let margin = self.settings.timeouts.dynamodb + self.budget;
+        let margin = self.settings.timeouts.records + self.budget;
         let settle = self.settle();
         let expired = matches!(settle, Settle::Replay { window: Some(w) } if age.saturating_add(i64::try_from(margin.as_secs()).unwrap_or(i64::MAX)).saturating_add(1) > i64::try_from(w.as_secs()).unwrap_or(i64::MAX));
         // A record key chosen by the client is read at that key first: the post is
@@ -282,7 +282,7 @@ impl Lane {
         let stamped_at = now_s();
         let taken = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records.update_draft(
                     key,
                     &DraftUpdate::Resend {

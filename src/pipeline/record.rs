@@ -15,7 +15,7 @@ impl Lane {
         let now = now_s();
         let record = PostedRecord {
             key: req.key.to_string(),
-            urn: post.id,
+            post_id: post.id,
             posted_at: now,
             run: req.run_id.clone(),
             source: source.to_owned(),
@@ -46,7 +46,7 @@ impl Lane {
         let (urn, url, cid) = (post.id.clone(), post.url.clone(), post.cid.clone());
         let (record, now, expires) = self.new_record(req, post, source, caption_hash);
         let with = |o: Outcome| {
-            let mut o = o.with_urn(urn.clone());
+            let mut o = o.with_post_id(urn.clone());
             o.url = url.clone();
             o.cid = cid.clone();
             o
@@ -66,7 +66,7 @@ impl Lane {
             Some(why) => Err(why),
             None => flatten_value(
                 dl.finish(
-                    self.settings.timeouts.dynamodb,
+                    self.settings.timeouts.records,
                     self.records.put_posted(&record, now, expires),
                 )
                 .await,
@@ -89,7 +89,7 @@ impl Lane {
                 (with(Outcome::new(key, kind, detail)), Finish::Release)
             }
             Ok(PutPosted::Exists(other))
-                if other.run == req.run_id || (urn.is_some() && other.urn == urn) =>
+                if other.run == req.run_id || (urn.is_some() && other.post_id == urn) =>
             {
                 progress.set(Stage::Recorded(urn.clone(), kind));
                 (
@@ -100,13 +100,13 @@ impl Lane {
             Ok(PutPosted::Exists(other)) => {
                 tracing::error!(
                     this_urn = ?urn,
-                    recorded_urn = ?other.urn,
+                    recorded_urn = ?other.post_id,
                     recorded_by = %other.run,
                     "DUPLICATE POST: a record appeared for this key while this run held the claim"
                 );
                 let detail = format!(
                     "duplicate: {key} was already recorded as {} by {}; this run also created {}. Delete one of them on {on}",
-                    other.urn.as_deref().unwrap_or("(no URN)"),
+                    other.post_id.as_deref().unwrap_or("(no URN)"),
                     other.run,
                     urn.as_deref().unwrap_or("(no URN)")
                 );
@@ -167,7 +167,7 @@ impl Lane {
                 // Recorded after all: the claim this run may still hold stops nothing now.
                 let t = self.settings.timeouts;
                 let _ = dl
-                    .finish(t.redis, self.claims.release(&req.key, &req.run_id))
+                    .finish(t.claims, self.claims.release(&req.key, &req.run_id))
                     .await;
                 let mut second = second;
                 second.image = outcome.image.take();
@@ -184,7 +184,7 @@ impl Lane {
                 );
             }
         }
-        let named = match &outcome.urn {
+        let named = match &outcome.post_id {
             Some(id) => format!("this report does: {id}"),
             None => format!("{} did not name it either", self.network.label()),
         };
@@ -272,7 +272,7 @@ impl Lane {
             ),
             _ => (
                 Outcome::new(key, OutcomeKind::AlreadyPosted, "confirmed by the owner")
-                    .with_urn(outcome.urn),
+                    .with_post_id(outcome.post_id),
                 Finish::Release,
             ),
         }

@@ -168,7 +168,7 @@ impl Lane {
         let fingerprint = self.fingerprint.clone();
         let marked = dl
             .finish(
-                self.settings.timeouts.dynamodb,
+                self.settings.timeouts.records,
                 crate::credentials::update(&*self.records, |stored| {
                     let state = stored.state.entry(name.clone()).or_default();
                     if state.refused.as_deref() == Some(fingerprint.as_str()) {

@@ -15,18 +15,18 @@ impl Lane {
             cid: None,
         };
         let (record, now, expires) = self.new_record(req, post, "repair", None);
-        match flatten_value(dl.work(t.dynamodb, self.records.put_posted(&record, now, expires)).await) {
+        match flatten_value(dl.work(t.records, self.records.put_posted(&record, now, expires)).await) {
             Ok(written) => {
                 let value = ClaimValue::Posted(urn.clone().unwrap_or_default()).raw();
-                if let Err(e) = flatten_value(dl.finish(t.redis, self.claims.release(key, &value)).await) {
+                if let Err(e) = flatten_value(dl.finish(t.claims, self.claims.release(key, &value)).await) {
                     tracing::warn!(error = %e, "record repaired; the kept claim stays until its TTL");
                 }
                 let detail = match written {
                     PutPosted::Created => "the record was missing; repaired it from the kept claim",
-                    PutPosted::Exists(other) if urn.is_some() && other.urn.is_some() && other.urn != urn => {
+                    PutPosted::Exists(other) if urn.is_some() && other.post_id.is_some() && other.post_id != urn => {
                         tracing::error!(
                             kept_urn = ?urn,
-                            recorded_urn = ?other.urn,
+                            recorded_urn = ?other.post_id,
                             "DUPLICATE POST: the kept claim and the record name different posts"
                         );
                         "recorded, but under a different post than the kept claim: one of them is a duplicate"
@@ -34,14 +34,14 @@ impl Lane {
                     PutPosted::Exists(_) => "recorded",
                 };
                 tracing::warn!(urn = ?urn, "{detail}");
-                Outcome::new(key, OutcomeKind::AlreadyPosted, detail).with_urn(urn)
+                Outcome::new(key, OutcomeKind::AlreadyPosted, detail).with_post_id(urn)
             }
             Err(e) => Outcome::new(
                 key,
                 OutcomeKind::PostedNotRecorded,
                 format!("on {}, and the record still cannot be written ({e}); the claim keeps its id. Retry later", self.network.label()),
             )
-            .with_urn(urn),
+            .with_post_id(urn),
         }
     }
 }

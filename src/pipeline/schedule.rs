@@ -73,7 +73,7 @@ impl Lane {
         // A recorded target stays recorded: sending it again changes nothing. Read first: a
         // draft item can be gone (expired) while its record stays, and a time must never be
         // set on a posted key.
-        match flatten_value(dl.work(t.dynamodb, self.records.load(key, None)).await) {
+        match flatten_value(dl.work(t.records, self.records.load(key, None)).await) {
             Ok(Snapshot {
                 record: Some(r),
                 draft,
@@ -98,7 +98,7 @@ impl Lane {
         }
         let scheduled = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records
                     .save_scheduled(key, content, req.source.as_str(), at, now_s()),
             )
@@ -125,7 +125,7 @@ impl Lane {
         let t = self.settings.timeouts;
         let saved = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records
                     .save_draft(key, content, req.source.as_str(), now_s()),
             )
@@ -212,7 +212,7 @@ impl Lane {
         ];
         let cancelled = dl
             .work(
-                t.dynamodb,
+                t.records,
                 self.records
                     .update_draft(key, &DraftUpdate::Cancel, &from, now_s()),
             )
@@ -251,7 +251,7 @@ impl Lane {
             Some(why) => Err(why),
             None => flatten_value(
                 dl.work(
-                    t.dynamodb,
+                    t.records,
                     self.records
                         .take_slot(self.network.as_str(), interval, now_ms()),
                 )

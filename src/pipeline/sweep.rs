@@ -140,7 +140,7 @@ impl Pipeline {
             let mut drafts = Vec::new();
             for status in statuses {
                 let one = [*status];
-                let listed = dl.work(t.dynamodb, store.due_drafts(&one, before)).await;
+                let listed = dl.work(t.records, store.due_drafts(&one, before)).await;
                 drafts.extend(flatten_value(listed)?);
             }
             for draft in drafts {
@@ -466,7 +466,7 @@ impl Pipeline {
             None => {
                 let t = self.settings.timeouts;
                 let last = dl
-                    .work(t.dynamodb, lane.records.last_slot(lane.network.as_str()))
+                    .work(t.records, lane.records.last_slot(lane.network.as_str()))
                     .await;
                 // Unknown: let the run decide (it takes the slot or delays the draft).
                 let at = flatten_value(last)

@@ -131,8 +131,8 @@ impl Pipeline {
     /// The sweeper's run names the one target it runs (each target of a draft has its own entry
     /// in the due index, and its own run): it reads nothing here. Its run reads that target's
     /// record and draft once, under the claim, and takes the intent on their strength, so a due
-    /// draft costs the sweep what a new draft costs a trigger (on DynamoDB: one BatchGetItem,
-    /// then the intent and the record, one TransactWriteItems each). Reading every lane first
+    /// draft costs the sweep what a new draft costs a trigger (in the table store: one
+    /// BatchGetItem, then the intent and the record, one TransactWriteItems each). Reading every lane first
     /// would cost a request per lane and decide nothing the read under the claim does not; its
     /// report shows the target it ran.
     async fn plan(&self, req: &PostRequest, dl: &Deadline) -> Plan {
@@ -153,14 +153,14 @@ impl Pipeline {
             async move {
                 let loaded = match fault("plan-load").await {
                     Some(why) => Err(why),
-                    None => flatten_value(dl.work(t.dynamodb, lane.records.load(&key, None)).await),
+                    None => flatten_value(dl.work(t.records, lane.records.load(&key, None)).await),
                 };
                 let snapshot = match loaded {
                     Ok(s) => s,
                     Err(e) => {
                         // A claim kept for a post whose record could not be written says the
                         // target is the draft's: its run repairs the record (or says so).
-                        let kept = dl.work(t.redis, lane.claims.inspect(&key)).await;
+                        let kept = dl.work(t.claims, lane.claims.inspect(&key)).await;
                         if matches!(kept, Ok(Ok(Some((ClaimValue::Posted(_), _))))) {
                             return (*n, true, None, None);
                         }
@@ -325,7 +325,7 @@ impl Lane {
     pub(super) async fn as_it_stands(&self, key: &PostKey, dl: &Deadline) -> Outcome {
         let t = self.settings.timeouts;
         let mut outcome =
-            match flatten_value(dl.finish(t.dynamodb, self.records.load(key, None)).await) {
+            match flatten_value(dl.finish(t.records, self.records.load(key, None)).await) {
                 Err(e) => failed(key, true, format!("could not read where it stands: {e}")),
                 Ok(Snapshot {
                     record: Some(r), ..
@@ -339,7 +339,7 @@ impl Lane {
                             r.source
                         ),
                     )
-                    .with_urn(r.urn);
+                    .with_post_id(r.post_id);
                     o.url = r.url;
                     o.cid = r.cid;
                     o
@@ -374,7 +374,7 @@ impl Lane {
                 }
             };
         outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.urn.as_deref().is_some_and(is_dry_run_urn);
+            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
         outcome
     }
 }

@@ -1,14 +1,10 @@
 //! Durable state: the `posted:<key>` record that decides "already on the network", and the
 //! `draft:<key>` item that holds the content to post and where its attempts stand.
 //!
-//! Three implementations: DynamoDB, PostgreSQL and files on disk (local mode). All give the
+//! Each store that offers records implements [`RecordStore`] in its folder under `src/stores/`
+//! (one of them files on disk, for local mode); the registry there chooses one. All give the
 //! pipeline the same guarantees: consistent reads, and a record write that succeeds only if no
 //! record exists (rule 3 in `pipeline/mod.rs`). Policy (what to write when) is the pipeline's.
-
-pub mod dynamodb;
-pub mod local;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,11 +37,19 @@ pub fn caption_name(hash: &str) -> String {
 }
 
 /// Proof that a key is on its network. Never expires.
+///
+/// Stored names: the Rust names are the network-neutral ones; where a stored attribute,
+/// column or JSON field kept the name it had when LinkedIn was the only network, a `rename`
+/// says it, so that items written by earlier versions are read as they are: a record's
+/// `post_id` is stored as `urn`; an intent's ([`PendingPost`]) `text` as `commentary` (as a
+/// table attribute `pending_commentary`) and `media_id` as `image_urn` (`pending_image_urn`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostedRecord {
     pub key: String,
-    /// The post URN; `None` when the owner confirmed it by hand (`done:`).
-    pub urn: Option<String>,
+    /// The post's id on its network (a URN, a status id, a message id, an AT URI, …);
+    /// `None` when the owner confirmed it by hand (`done:`). Stored as `urn`.
+    #[serde(rename = "urn")]
+    pub post_id: Option<String>,
     /// Unix seconds.
     pub posted_at: i64,
     /// The run that recorded it.
@@ -140,8 +144,12 @@ impl DraftStatus {
 /// look its text up among the account's posts, or read its container).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingPost {
-    pub commentary: String,
-    pub image_urn: String,
+    /// The text the create-post carries. Stored as `commentary` (see [`PostedRecord`]).
+    #[serde(rename = "commentary")]
+    pub text: String,
+    /// The uploaded image as the network names it (its media id). Stored as `image_urn`.
+    #[serde(rename = "image_urn")]
+    pub media_id: String,
     pub alt: Option<String>,
     /// Unix seconds of the first attempt.
     pub at: i64,
@@ -155,8 +163,8 @@ pub struct PendingPost {
     #[serde(default)]
     pub last_sent_at: Option<i64>,
     /// The exact create request as the target's adapter prepared it, replayed as is. `None`
-    /// in intents written before targets existed: those are LinkedIn's, and `commentary`,
-    /// `image_urn` and `alt` are the request.
+    /// in intents written before targets existed: those are the first network's, and `text`,
+    /// `media_id` and `alt` are the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<PreparedPost>,
 }
@@ -179,7 +187,7 @@ pub struct Draft {
     pub source: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
-    /// When the record store may delete it (set once posted: DynamoDB's TTL, PostgreSQL's sweep).
+    /// When the record store may delete it (set once posted: by its own expiry, or a sweep).
     pub expires_at: Option<i64>,
     /// When the owner wants it out (Unix seconds), if it was sent with a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -572,20 +580,4 @@ pub fn now_s() -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A record written before `cid` existed (the local store's JSON) still parses, and a
-    /// record without one writes none.
-    #[test]
-    fn records_without_a_cid_still_parse() {
-        let old = r#"{"key":"blog-x@bluesky","urn":"at://did:plc:a/app.bsky.feed.post/3k","posted_at":1,"run":"r","source":"ci","caption_hash":null,"url":"https://bsky.app/profile/did:plc:a/post/3k"}"#;
-        let mut r: PostedRecord = serde_json::from_str(old).expect("an old record parses");
-        assert_eq!(r.cid, None);
-        assert!(!serde_json::to_string(&r).expect("json").contains("cid"));
-        r.cid = Some("bafyreib".into());
-        let back: PostedRecord =
-            serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("parses");
-        assert_eq!(back.cid.as_deref(), Some("bafyreib"));
-    }
-}
+mod tests;

@@ -380,7 +380,7 @@ pub async fn preview(
             .map(|r| {
                 json!({
                     "url": r.url,
-                    "id": r.urn,
+                    "id": r.post_id,
                     "posted_at": crate::record::rfc3339(r.posted_at),
                 })
             });

@@ -199,7 +199,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
     let seen_name = format!("tg:update:{}", cb.update_id);
     let first = dl
         .work(
-            app.config.timeouts.redis,
+            app.config.timeouts.claims,
             app.pipeline
                 .claims
                 .first_sighting(&seen_name, UPDATE_MEMORY),

@@ -164,7 +164,7 @@ pub async fn lost_answer(env: Arc<Env>, net: Net) -> ((), String) {
             assert_on_network(n, &settled, "after the quiet period");
             assert!(asked.is_empty(), "no question to the owner: {figures}");
             let r = record(&env, &key, n).await.expect("recorded");
-            assert!(r.urn.is_some(), "recorded with the network's id: {r:?}");
+            assert!(r.post_id.is_some(), "recorded with the network's id: {r:?}");
         }
         Ambiguous::AsksTheOwner => {
             assert_eq!(

@@ -131,7 +131,7 @@ pub async fn verdict(env: &Env, keys: &[PostKey]) -> Verdict {
     for key in keys {
         let posts = env.linkedin.posts_containing(key.slug());
         let st = env.status(key).await;
-        let record_urn = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+        let record_urn = st.snapshot.record.as_ref().map(|r| r.post_id.clone());
         let draft = st.snapshot.draft.as_ref().map(|d| d.status);
         if posts.len() > 1 {
             v.duplicates += 1;
@@ -277,7 +277,7 @@ pub async fn verdict_per_target(env: &Env, keys: &[PostKey]) -> BTreeMap<Network
             let target = key.on(n);
             let posts = env.posts_on(key, n);
             let st = env.status(&target).await;
-            let record_id = st.snapshot.record.as_ref().map(|r| r.urn.clone());
+            let record_id = st.snapshot.record.as_ref().map(|r| r.post_id.clone());
             let draft = st.snapshot.draft.as_ref().map(|d| d.status);
             if posts.len() > 1 {
                 v.duplicates += 1;

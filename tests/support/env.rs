@@ -276,7 +276,7 @@ impl Env {
         }
         apply(&mut vars, overrides);
         let app = Arc::new(build(&vars).await);
-        if let Some(dynamo) = &app.dynamo {
+        if let Some(dynamo) = &app.stores.dynamo {
             dynamo
                 .create_table()
                 .await
@@ -564,7 +564,7 @@ fn apply(vars: &mut HashMap<String, String>, overrides: &[(&str, &str)]) {
 
 /// `postonce db migrate` on `url`, as a user runs it before the first start.
 pub async fn migrate(url: &str) {
-    let db = postonce::postgres::Database::new(
+    let db = postonce::stores::postgres::Database::new(
         &postonce::config::Secret::new(url),
         std::time::Duration::from_secs(20),
         1,

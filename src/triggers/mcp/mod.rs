@@ -350,7 +350,10 @@ impl McpServer {
                             let state = match (&s.snapshot.record, &s.snapshot.draft) {
                                 (Some(r), _) => format!(
                                     "posted {}",
-                                    r.url.as_deref().or(r.urn.as_deref()).unwrap_or("(no id)")
+                                    r.url
+                                        .as_deref()
+                                        .or(r.post_id.as_deref())
+                                        .unwrap_or("(no id)")
                                 ),
                                 (None, Some(d)) => d.status.as_str().to_owned(),
                                 (None, None) => "claimed".to_owned(),

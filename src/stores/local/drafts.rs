@@ -169,7 +169,7 @@ impl Folder {
     pub(super) fn counts(&self, record: &PostedRecord) -> bool {
         !(self.real
             && record
-                .urn
+                .post_id
                 .as_deref()
                 .is_some_and(crate::networks::is_dry_run_urn))
     }
@@ -243,7 +243,7 @@ impl Folder {
             .as_deref()
             .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
         {
-            let entry = serde_json::json!({"key": record.key, "urn": record.urn});
+            let entry = serde_json::json!({"key": record.key, "urn": record.post_id});
             self.replace(&self.caption_path(h), entry.to_string().as_bytes())?;
         }
         let old = Self::read_json::<Draft>(&self.draft_path(&record.key))?;

@@ -31,7 +31,7 @@ pub enum SchemaError {
 /// # Errors
 /// Behind or ahead.
 pub fn verdict(have: i32) -> Result<i32, SchemaError> {
-    let want = super::migrate::LATEST;
+    let want = super::versions::LATEST;
     if have < want {
         return Err(SchemaError::Behind { have, want });
     }
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn versions_behind_and_ahead_name_both_and_what_to_do() {
-        let want = super::super::migrate::LATEST;
+        let want = super::super::versions::LATEST;
         assert_eq!(verdict(want).expect("the same"), want);
         let behind = verdict(want - 1).expect_err("behind").to_string();
         assert!(behind.contains("postonce db migrate"), "{behind}");

@@ -6,24 +6,10 @@
 
 use std::time::Duration;
 
-use super::{Database, DbError, MIGRATE_LOCK};
+use super::database::MIGRATE_LOCK;
+use super::{Database, DbError};
 
-/// Every migration, in order: (version, what it does, SQL). Add one by appending a line.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[
-    (
-        1,
-        "records, drafts and the due index, captions, pacing, claims, secrets",
-        include_str!("migrations/0001_init.sql"),
-    ),
-    (
-        2,
-        "a draft's started mark (a run that died counts as an attempt)",
-        include_str!("migrations/0002_started.sql"),
-    ),
-];
-
-/// The version this binary needs.
-pub const LATEST: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+pub use super::versions::{LATEST, MIGRATIONS};
 
 /// Why `postonce db migrate` did not migrate.
 #[derive(Debug, Clone, thiserror::Error)]

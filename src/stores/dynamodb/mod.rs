@@ -16,6 +16,7 @@
 //! index's queries and the pacing slots, and `table` the table's schema (`table create`,
 //! `doctor`). This file holds the store, its client and reads, and the [`RecordStore`] impl.
 
+pub mod config;
 mod due;
 mod items;
 mod table;
@@ -38,13 +39,14 @@ use aws_sdk_dynamodb::types::KeysAndAttributes;
 use aws_sdk_dynamodb::Client;
 
 use self::items::{draft_from_item, get_n, get_s, n, pk, record_from_item, s, Item};
-use super::{
+use super::StoreConfig;
+use crate::key::PostKey;
+use crate::record::{
     caption_name, draft_name, pace_name, record_name, secret_name, Draft, DraftContent,
     DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore, Slot, Snapshot,
     StoreError,
 };
-use crate::config::{Config, Secret};
-use crate::key::PostKey;
+use crate::vars::Secret;
 
 /// The due index's name.
 pub const DUE_INDEX: &str = "due";
@@ -88,16 +90,16 @@ fn sdk_err(what: &str, e: impl std::error::Error) -> StoreError {
 impl DynamoStore {
     /// Builds the client once per process from `config` (region, endpoint, static credentials
     /// when given, the SDK's chain otherwise), with the DynamoDB budget as the attempt timeout.
-    pub async fn connect(config: &Config, table: &str, dry_run: bool) -> Self {
+    /// `config` is the stores' configuration, or the whole [`crate::config::Config`].
+    pub async fn connect(config: &impl AsRef<StoreConfig>, table: &str, dry_run: bool) -> Self {
+        let config = &config.as_ref().dynamodb;
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        match &config.aws_region {
+        match &config.region {
             Some(r) => loader = loader.region(Region::new(r.clone())),
-            None if config.dynamodb_endpoint.is_some() => {
-                loader = loader.region(Region::new("us-east-1"))
-            }
+            None if config.endpoint.is_some() => loader = loader.region(Region::new("us-east-1")),
             None => {}
         }
-        if let Some((id, secret)) = &config.aws_credentials {
+        if let Some((id, secret)) = &config.credentials {
             loader = loader.credentials_provider(Credentials::new(
                 id,
                 secret.expose(),
@@ -106,7 +108,7 @@ impl DynamoStore {
                 "postonce-env",
             ));
         }
-        let budget = config.timeouts.dynamodb;
+        let budget = config.budget;
         loader = loader
             .timeout_config(
                 TimeoutConfig::builder()
@@ -119,7 +121,7 @@ impl DynamoStore {
         let requests = Arc::new(AtomicU64::new(0));
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&shared)
             .interceptor(CountRequests(requests.clone()));
-        if let Some(ep) = &config.dynamodb_endpoint {
+        if let Some(ep) = &config.endpoint {
             builder = builder.endpoint_url(ep);
         }
         Self {
@@ -327,7 +329,7 @@ impl RecordStore for DynamoStore {
     async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
         let mut item = self.key(secret_name(name)?);
         item.insert("secret".into(), s(value.expose()));
-        item.insert("updated_at".into(), n(super::now_s()));
+        item.insert("updated_at".into(), n(crate::record::now_s()));
         self.client
             .put_item()
             .table_name(&self.table)
@@ -346,7 +348,7 @@ impl RecordStore for DynamoStore {
     ) -> Result<bool, StoreError> {
         let mut item = self.key(secret_name(name)?);
         item.insert("secret".into(), s(value.expose()));
-        item.insert("updated_at".into(), n(super::now_s()));
+        item.insert("updated_at".into(), n(crate::record::now_s()));
         let put = self
             .client
             .put_item()

@@ -1,5 +1,5 @@
-//! The PostgreSQL record store: the meaning of the DynamoDB store ([`super::dynamodb`]) in
-//! tables (schema: `src/postgres/migrations/`).
+//! The PostgreSQL record store: the meaning of the DynamoDB store ([`crate::stores::dynamodb`]) in
+//! tables (schema: `src/stores/postgres/migrations/`).
 //!
 //! - The record per key is `INSERT … ON CONFLICT DO NOTHING` (or, in the real namespace, a
 //!   replace of a dry run's record only); a loser reads the winner. The record, the draft's
@@ -11,10 +11,11 @@
 //!   a writer and never misses a row being written (see [`PgStore::due_drafts`]).
 //! - Pacing slots are a conditional upsert.
 //!
-//! Every statement runs under the database budget ([`crate::postgres::Database::with`]). A
+//! Every statement runs under the database budget ([`crate::stores::postgres::Database::with`]). A
 //! record write whose answer was lost is answered by reading what is stored, never guessed.
 
 mod rows;
+mod secrets;
 mod starts;
 mod update;
 
@@ -23,12 +24,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{
-    secret_name, Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted,
-    RecordStore, Slot, Snapshot, StoreError,
-};
 use crate::key::PostKey;
-use crate::postgres::{Database, DbError};
+use crate::record::{
+    Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
+    Slot, Snapshot, StoreError,
+};
+use crate::stores::postgres::{Database, DbError};
 use crate::vars::Secret;
 use update::Sql;
 
@@ -102,7 +103,7 @@ impl PgStore {
     /// does; their records stay), through the expiry index. A sweep calls it; a failure only
     /// leaves them for the next sweep.
     async fn forget_expired(&self) {
-        let (ns, now) = (self.ns.to_owned(), super::now_s());
+        let (ns, now) = (self.ns.to_owned(), crate::record::now_s());
         // Once per sweep (its listings come within moments of each other), at most every 30 s.
         let last = self.forgot_at.load(Ordering::Relaxed);
         if now.saturating_sub(last) < 30
@@ -341,7 +342,7 @@ impl RecordStore for PgStore {
                         &[
                             &ns,
                             &r.key,
-                            &r.urn,
+                            &r.post_id,
                             &r.posted_at,
                             &r.run,
                             &r.source,
@@ -536,45 +537,11 @@ impl RecordStore for PgStore {
     }
 
     async fn load_secret(&self, name: &str) -> Result<Option<Secret>, StoreError> {
-        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
-        let value: Option<Vec<u8>> = self
-            .db
-            .with("load secret", |c| async move {
-                let st = c
-                    .prepare_cached(
-                        "SELECT value FROM postonce_secrets WHERE ns = $1 AND name = $2",
-                    )
-                    .await?;
-                let row = c.query_opt(&st, &[&ns, &name]).await?;
-                row.map(|r| r.try_get(0)).transpose()
-            })
-            .await
-            .map_err(err)?;
-        value
-            .map(|v| {
-                String::from_utf8(v)
-                    .map(Secret::new)
-                    .map_err(|_| StoreError("a kept secret is not UTF-8".to_owned()))
-            })
-            .transpose()
+        secrets::load(self, name).await
     }
 
     async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), StoreError> {
-        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
-        let bytes = value.expose().as_bytes().to_vec();
-        let now = super::now_s();
-        self.db
-            .with("save secret", |c| async move {
-                let st = c
-                    .prepare_cached(
-                        "INSERT INTO postonce_secrets (ns, name, value, updated_at) VALUES ($1, $2, $3, $4) \
-                         ON CONFLICT (ns, name) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
-                    )
-                    .await?;
-                c.execute(&st, &[&ns, &name, &bytes, &now]).await.map(|_| ())
-            })
-            .await
-            .map_err(err)
+        secrets::save(self, name, value).await
     }
 
     async fn swap_secret(
@@ -583,36 +550,7 @@ impl RecordStore for PgStore {
         expected: Option<&Secret>,
         value: &Secret,
     ) -> Result<bool, StoreError> {
-        let (ns, name) = (self.ns.to_owned(), secret_name(name)?);
-        let bytes = value.expose().as_bytes().to_vec();
-        let old: Option<Vec<u8>> = expected.map(|e| e.expose().as_bytes().to_vec());
-        let now = super::now_s();
-        self.db
-            .with("swap secret", |c| async move {
-                let changed = match old {
-                    None => {
-                        let st = c
-                            .prepare_cached(
-                                "INSERT INTO postonce_secrets (ns, name, value, updated_at) VALUES ($1, $2, $3, $4) \
-                                 ON CONFLICT (ns, name) DO NOTHING",
-                            )
-                            .await?;
-                        c.execute(&st, &[&ns, &name, &bytes, &now]).await?
-                    }
-                    Some(old) => {
-                        let st = c
-                            .prepare_cached(
-                                "UPDATE postonce_secrets SET value = $3, updated_at = $4 \
-                                 WHERE ns = $1 AND name = $2 AND value = $5",
-                            )
-                            .await?;
-                        c.execute(&st, &[&ns, &name, &bytes, &now, &old]).await?
-                    }
-                };
-                Ok(changed == 1)
-            })
-            .await
-            .map_err(err)
+        secrets::swap(self, name, expected, value).await
     }
 
     async fn check(&self) -> Result<String, StoreError> {

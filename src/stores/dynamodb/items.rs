@@ -39,7 +39,7 @@ pub(super) fn record_from_item(item: &Item) -> Result<PostedRecord, StoreError> 
     let key = get_s(item, "key").ok_or_else(|| StoreError("posted item without key".into()))?;
     Ok(PostedRecord {
         key,
-        urn: get_s(item, "urn"),
+        post_id: get_s(item, "urn"),
         posted_at: get_n(item, "posted_at").unwrap_or(0),
         run: get_s(item, "run").unwrap_or_default(),
         source: get_s(item, "source").unwrap_or_default(),
@@ -55,7 +55,7 @@ pub(super) fn record_to_item(ns: &str, r: &PostedRecord) -> Item {
     item.insert("posted_at".into(), n(r.posted_at));
     item.insert("run".into(), s(&r.run));
     item.insert("source".into(), s(&r.source));
-    if let Some(urn) = &r.urn {
+    if let Some(urn) = &r.post_id {
         item.insert("urn".into(), s(urn));
     }
     if let Some(h) = &r.caption_hash {
@@ -88,8 +88,8 @@ pub(super) fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
         get_n(item, "pending_at"),
     ) {
         (Some(commentary), Some(image_urn), Some(at)) => Some(PendingPost {
-            commentary,
-            image_urn,
+            text: commentary,
+            media_id: image_urn,
             alt: get_s(item, "pending_alt"),
             at,
             run: get_s(item, "pending_run").unwrap_or_default(),
@@ -129,4 +129,54 @@ pub(super) fn draft_from_item(item: &Item) -> Result<Draft, StoreError> {
 /// The record's copy a posted draft keeps ([`Draft::record`]), as JSON.
 pub(super) fn record_copy(record: &PostedRecord) -> AttributeValue {
     s(serde_json::to_string(record).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Items as today's tables hold them (`urn`, `pending_commentary`, `pending_image_urn`)
+    /// read into the neutral names, and are written back under the same attribute names.
+    #[test]
+    fn items_with_the_stored_attribute_names_read_into_the_neutral_ones() {
+        let mut record = pk("posted:blog-a".into());
+        for (name, value) in [("key", "blog-a"), ("urn", "urn:li:share:7"), ("run", "r")] {
+            record.insert(name.into(), s(value));
+        }
+        record.insert("posted_at".into(), n(1));
+        let r = record_from_item(&record).expect("a record item");
+        assert_eq!(r.post_id.as_deref(), Some("urn:li:share:7"));
+        assert_eq!(
+            record_to_item("", &r)
+                .get("urn")
+                .and_then(|v| v.as_s().ok())
+                .map(String::as_str),
+            Some("urn:li:share:7")
+        );
+
+        let mut draft = pk("draft:blog-a".into());
+        for (name, value) in [
+            ("key", "blog-a"),
+            ("status", "unknown"),
+            ("pending_commentary", "Hi"),
+            ("pending_image_urn", "urn:li:image:C4"),
+            (
+                "record",
+                r#"{"key":"blog-a","urn":"urn:li:share:7","posted_at":1,"run":"r","source":"ci","caption_hash":null}"#,
+            ),
+        ] {
+            draft.insert(name.into(), s(value));
+        }
+        draft.insert("pending_at".into(), n(2));
+        let d = draft_from_item(&draft).expect("a draft item");
+        let pending = d.pending.expect("the intent");
+        assert_eq!(
+            (pending.text.as_str(), pending.media_id.as_str()),
+            ("Hi", "urn:li:image:C4")
+        );
+        assert_eq!(
+            d.record.and_then(|r| r.post_id).as_deref(),
+            Some("urn:li:share:7")
+        );
+    }
 }

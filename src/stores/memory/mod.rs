@@ -1,6 +1,6 @@
 //! In-process claims: the same semantics as Redis, TTL included (on tokio's clock, so a test with
 //! paused time can expire a claim), for runs inside one process. The binary does not use them:
-//! local mode uses [`super::file`], which also protects separate processes on one machine.
+//! local mode uses [`crate::stores::local::claims`], which also protects separate processes on one machine.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
+use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
 
 /// Claims in a map guarded by a mutex; entries expire like Redis keys.

@@ -25,6 +25,8 @@
 //! in memory). This file holds the store, its folder and the [`RecordStore`] impl, which runs
 //! each operation on the blocking pool.
 
+pub mod claims;
+pub mod config;
 mod drafts;
 mod due;
 mod files;
@@ -37,11 +39,11 @@ use async_trait::async_trait;
 
 use self::files::io;
 pub(crate) use self::files::{ensure_dir, open_lock_file, replace_durably, sync_dir, TMP_EXT};
-use super::{
+use crate::key::PostKey;
+use crate::record::{
     Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
     Slot, Snapshot, StoreError,
 };
-use crate::key::PostKey;
 use crate::vars::Secret;
 
 /// Files under a data directory.

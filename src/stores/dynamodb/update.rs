@@ -184,8 +184,8 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::IfAttempt { .. } => {}
         DraftUpdate::Intent(p) => {
             e.status(ns, DraftStatus::Unknown)
-                .set("pending_commentary", s(&p.commentary))
-                .set("pending_image_urn", s(&p.image_urn))
+                .set("pending_commentary", s(&p.text))
+                .set("pending_image_urn", s(&p.media_id))
                 .set_opt("pending_alt", p.alt.as_ref().map(s))
                 .set("pending_at", n(p.at))
                 .set("pending_run", s(&p.run))

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
+use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
-use crate::postgres::{Database, DbError};
+use crate::stores::postgres::{Database, DbError};
 
 /// Sets `$1` to `$2` for `$3` milliseconds unless a live claim holds it.
 const SET_NX: &str = "INSERT INTO postonce_claims AS c (name, value, expires_at)
@@ -50,7 +50,7 @@ impl PgClaims {
         Self {
             db,
             ns: if dry_run {
-                super::redis::DRY_RUN_NS
+                crate::stores::redis::DRY_RUN_NS
             } else {
                 ""
             },

@@ -5,6 +5,8 @@
 //! which reconnects by itself. Every command is bounded by the manager's response timeout; the
 //! pipeline adds its own budget on top.
 
+pub mod config;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,7 +14,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 use tokio::sync::OnceCell;
 
-use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
+use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
 use crate::vars::Secret;
 

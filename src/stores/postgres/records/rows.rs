@@ -94,3 +94,42 @@ pub fn dry_urn(urn: &str) -> String {
         crate::networks::show::MARK
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows as today's tables hold them (`to_jsonb` of a `postonce_records` row and of a
+    /// `postonce_drafts` row whose `pending` and `record` keep their stored names) read into
+    /// the neutral names.
+    #[test]
+    fn rows_written_with_the_stored_names_read_into_the_neutral_ones() {
+        let r = record(serde_json::json!({
+            "ns": "", "key": "blog-a", "urn": "urn:li:share:7", "posted_at": 1, "run": "r",
+            "source": "ci", "caption_hash": null, "url": null, "cid": null, "expires_at": null
+        }))
+        .expect("a record row");
+        assert_eq!(r.post_id.as_deref(), Some("urn:li:share:7"));
+        let d = draft(serde_json::json!({
+            "ns": "", "key": "blog-a", "caption": "Hi", "image": "https://e.org/a.png",
+            "link": null, "alt": null, "status": "unknown", "attempts": 1, "last_error": null,
+            "retryable": true, "next_retry_at": null, "reminded": false, "source": "ci",
+            "created_at": 1, "updated_at": 2, "expires_at": null, "publish_at": null,
+            "due_at": 2, "delay_told": false, "started": 0,
+            "pending": {"commentary": "Hi", "image_urn": "urn:li:image:C4", "alt": null,
+                        "at": 2, "run": "r"},
+            "record": {"key": "blog-a", "urn": "urn:li:share:7", "posted_at": 1, "run": "r",
+                       "source": "ci", "caption_hash": null}
+        }))
+        .expect("a draft row");
+        let pending = d.pending.expect("the intent");
+        assert_eq!(
+            (pending.text.as_str(), pending.media_id.as_str()),
+            ("Hi", "urn:li:image:C4")
+        );
+        assert_eq!(
+            d.record.and_then(|r| r.post_id).as_deref(),
+            Some("urn:li:share:7")
+        );
+    }
+}

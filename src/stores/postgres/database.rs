@@ -1,17 +1,11 @@
-//! PostgreSQL (feature `postgres`): the connection pool shared by the record store
-//! ([`crate::record::postgres`]) and the claim store ([`crate::claim::postgres`]), the
-//! statement budget, and the schema's versioned migrations ([`migrate`]).
+//! The connection pool shared by the record store ([`super::records`]) and the claim store
+//! ([`super::claims`]), and its per-statement budget.
 //!
 //! `DATABASE_URL` may hold a password: it is kept in a [`Secret`] and no message here repeats
 //! it. Every statement runs under `POSTONCE_DATABASE_TIMEOUT_MS` twice over: the server's
 //! `statement_timeout` (set at connect) and a client-side `tokio::time::timeout`; a connection
 //! whose statement got no answer is closed, never reused ([`pool`]). Statements check the
 //! schema's version before they rely on it ([`schema`]).
-
-pub mod migrate;
-mod pool;
-pub mod schema;
-pub mod tls;
 
 use std::future::Future;
 use std::str::FromStr;
@@ -21,9 +15,9 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
+use super::schema::SchemaCheck;
+use super::{pool, schema, tls, SchemaError};
 use crate::vars::Secret;
-use schema::SchemaCheck;
-pub use schema::SchemaError;
 use tls::Verify;
 
 /// A failed database call. `unknown`: the statement may or may not have taken effect (the
@@ -40,7 +34,7 @@ pub struct DbError {
 }
 
 impl DbError {
-    fn from_pg(what: &str, e: &tokio_postgres::Error) -> Self {
+    pub(super) fn from_pg(what: &str, e: &tokio_postgres::Error) -> Self {
         match e.as_db_error() {
             Some(db) => Self {
                 what: what.to_owned(),
@@ -57,7 +51,7 @@ impl DbError {
         }
     }
 
-    fn new(what: &str, message: impl Into<String>, unknown: bool) -> Self {
+    pub(super) fn new(what: &str, message: impl Into<String>, unknown: bool) -> Self {
         Self {
             what: what.to_owned(),
             message: message.into(),
@@ -181,11 +175,11 @@ impl ConnectOptions {
 
 /// The pool and its budget. One per process, shared by every store that uses it.
 pub struct Database {
-    pool: Pool,
-    budget: Duration,
+    pub(super) pool: Pool,
+    pub(super) budget: Duration,
     /// The connections carrying a statement; one left marked is closed, not reused.
-    in_flight: Arc<pool::InFlight>,
-    schema: SchemaCheck,
+    pub(super) in_flight: Arc<pool::InFlight>,
+    pub(super) schema: SchemaCheck,
 }
 
 impl std::fmt::Debug for Database {
@@ -197,7 +191,7 @@ impl std::fmt::Debug for Database {
 }
 
 /// The advisory lock `db migrate` holds (any fixed number; "postonce" in ASCII).
-const MIGRATE_LOCK: i64 = 0x706f_7374_6f6e_6365;
+pub(super) const MIGRATE_LOCK: i64 = 0x706f_7374_6f6e_6365;
 
 impl Database {
     /// Prepares a pool of at most `pool_size` connections for `url`; nothing is connected yet.

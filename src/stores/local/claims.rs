@@ -26,9 +26,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
+use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
 use crate::key::PostKey;
-use crate::record::local::{ensure_dir, open_lock_file, replace_durably, sync_dir};
+use crate::stores::local::{ensure_dir, open_lock_file, replace_durably, sync_dir};
 
 /// Claim file extension. An encoded name never contains `.`, so `<encoded>.claim` and
 /// `<sha256>.long.claim` can never be taken for one another.
@@ -37,7 +37,7 @@ const CLAIM_EXT: &str = "claim";
 const LONG_EXT: &str = "long.claim";
 /// Extension of temporary files (see [`replace_durably`]); only ever present while their
 /// writer holds the lock, or after it crashed.
-const TMP_EXT: &str = crate::record::local::TMP_EXT;
+const TMP_EXT: &str = crate::stores::local::TMP_EXT;
 /// Longest encoded name used as is; file names are limited to 255 bytes on common systems.
 const MAX_STEM: usize = 200;
 /// How often one process clears expired claim files (Redis evicts them by itself).

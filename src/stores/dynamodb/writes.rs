@@ -273,7 +273,7 @@ pub(super) async fn put_posted(
     if let Some(h) = &record.caption_hash {
         let mut item = store.key(caption_name(h));
         item.insert("key".into(), s(&record.key));
-        if let Some(urn) = &record.urn {
+        if let Some(urn) = &record.post_id {
             item.insert("urn".into(), s(urn));
         }
         let index = Put::builder()
