@@ -1,5 +1,6 @@
 //! The `postonce` binary: picks the Lambda runtime (when `AWS_LAMBDA_RUNTIME_API` is set) or
-//! the command line. Everything else is in the library.
+//! the command line (feature `cli`, not in the Lambda build). Everything else is in the
+//! library.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,10 +24,22 @@ fn main() -> ExitCode {
         if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
             lambda_main().await
         } else {
-            postonce::cli::main(std::env::args_os()).await
+            command_line().await
         }
     });
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+#[cfg(feature = "cli")]
+async fn command_line() -> i32 {
+    postonce::cli::main(std::env::args_os()).await
+}
+
+/// The Lambda build (`cargo lambda build`, without the feature `cli`) is the function only.
+#[cfg(not(feature = "cli"))]
+async fn command_line() -> i32 {
+    eprintln!("postonce: this build is the Lambda function only (AWS_LAMBDA_RUNTIME_API is not set); the command line is in the default build: cargo build --release");
+    postonce::EXIT_BAD_INPUT
 }
 
 async fn lambda_main() -> i32 {
@@ -42,7 +55,7 @@ async fn lambda_main() -> i32 {
         // The sandbox fails its start and the next invocation starts again: never a dry run
         // in place of a network whose credential is stored.
         tracing::error!("{why}");
-        return postonce::cli::EXIT_RETRY;
+        return postonce::EXIT_RETRY;
     }
     // With DATABASE_URL, the records and (without REDIS_URL) the claims live in PostgreSQL,
     // shared by every sandbox.
