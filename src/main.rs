@@ -43,7 +43,7 @@ async fn command_line() -> i32 {
 }
 
 async fn lambda_main() -> i32 {
-    lambda_runtime::tracing::init_default_subscriber();
+    init_lambda_logging();
     let config = match postonce::config::Config::from_env_and_parameters().await {
         Ok(c) => c,
         Err(e) => {
@@ -82,4 +82,38 @@ async fn lambda_main() -> i32 {
             1
         }
     }
+}
+
+/// Lambda's log, as `lambda_runtime::tracing::init_default_subscriber` writes it (stdout, no
+/// time or target, JSON when `AWS_LAMBDA_LOG_FORMAT` is `JSON`), filtered by
+/// `tracing_subscriber`'s `Targets` instead of its `EnvFilter`, whose regular-expression engine
+/// was about 200 KB of the Lambda artifact (issue 34). The level: `AWS_LAMBDA_LOG_LEVEL` (the
+/// template's `ApplicationLogLevel`), else `RUST_LOG`'s `target=level` directives, else info.
+fn init_lambda_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
+    let info = || Targets::new().with_default(LevelFilter::INFO);
+    let filter = match std::env::var("AWS_LAMBDA_LOG_LEVEL") {
+        Ok(level) => level
+            .parse::<LevelFilter>()
+            .map_or_else(|_| info(), |l| Targets::new().with_default(l)),
+        Err(_) => std::env::var("RUST_LOG")
+            .ok()
+            .and_then(|d| d.parse::<Targets>().ok())
+            .unwrap_or_else(info),
+    };
+    let lines = tracing_subscriber::fmt::layer()
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stdout);
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let registry = tracing_subscriber::registry();
+    let _ = if json {
+        registry.with(lines.json().with_filter(filter)).try_init()
+    } else {
+        registry.with(lines.with_filter(filter)).try_init()
+    };
 }
