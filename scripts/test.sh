@@ -69,6 +69,9 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+# The Lambda build's feature set (Cargo.toml [package.metadata.lambda.build]: no `cli`, no `mcp`).
+step "cargo clippy --no-default-features -- -D warnings (the Lambda build's features)"
+cargo clippy --no-default-features -- -D warnings
 # The optimized Lambda build runs beside the tests, at the lowest priority: it takes the CPU
 # the tests leave while they wait on timers and servers, instead of minutes of its own after
 # them. (Its artifacts live in their own profile folder, so the two builds never wait on each
@@ -105,4 +108,11 @@ fi
 LAMBDA_PID=
 tail -n 3 "$LOGS/lambda.log"
 ls -l "$CARGO_TARGET_DIR/lambda/postonce/bootstrap"
+# The Lambda build leaves the command line out (README "Which build includes what"): the
+# artifact says so when started outside Lambda.
+said=$("$CARGO_TARGET_DIR/lambda/postonce/bootstrap" --version 2>&1 || true)
+if [[ "$said" != *"the Lambda function only"* ]]; then
+  echo "the Lambda bootstrap is not the slim build: Cargo.toml [package.metadata.lambda.build] was not applied" >&2
+  exit 1
+fi
 step "done"

@@ -3,11 +3,16 @@
 //!
 //! [`pipeline`] owns every rule; the ports ([`claim`], [`record`], [`networks`], [`notify`])
 //! carry them out against real services; [`triggers`] turn events into runs; [`lambda`],
-//! [`serve`] and [`cli`] are transports. README ("How it decides") and RELIABILITY.md say why.
+//! `serve` and `cli` are transports. README ("How it decides") and RELIABILITY.md say why.
+//!
+//! Features: `cli` (the command line, `serve` and `preview` with it) and `mcp` (`postonce mcp`)
+//! are in the default build and left out of the Lambda build, which runs neither
+//! (`[package.metadata.lambda.build]` in Cargo.toml); `postgres` adds the PostgreSQL stores.
 
 pub mod app;
 pub mod budget;
 pub mod claim;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 pub mod credentials;
@@ -21,8 +26,14 @@ pub mod outcome;
 pub mod pipeline;
 pub mod record;
 pub mod secrets;
+#[cfg(feature = "cli")]
 pub mod serve;
 pub mod startup;
 pub mod stores;
 pub mod triggers;
 pub mod vars;
+
+/// Exit code for bad input or configuration.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Nothing was posted; the same command may succeed later (the outcomes' `failed`, retryable).
+pub const EXIT_RETRY: i32 = 4;

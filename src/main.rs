@@ -1,5 +1,6 @@
 //! The `postonce` binary: picks the Lambda runtime (when `AWS_LAMBDA_RUNTIME_API` is set) or
-//! the command line. Everything else is in the library.
+//! the command line (feature `cli`, not in the Lambda build). Everything else is in the
+//! library.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,14 +24,26 @@ fn main() -> ExitCode {
         if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
             lambda_main().await
         } else {
-            postonce::cli::main(std::env::args_os()).await
+            command_line().await
         }
     });
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+#[cfg(feature = "cli")]
+async fn command_line() -> i32 {
+    postonce::cli::main(std::env::args_os()).await
+}
+
+/// The Lambda build (`cargo lambda build`, without the feature `cli`) is the function only.
+#[cfg(not(feature = "cli"))]
+async fn command_line() -> i32 {
+    eprintln!("postonce: this build is the Lambda function only (AWS_LAMBDA_RUNTIME_API is not set); the command line is in the default build: cargo build --release");
+    postonce::EXIT_BAD_INPUT
+}
+
 async fn lambda_main() -> i32 {
-    lambda_runtime::tracing::init_default_subscriber();
+    init_lambda_logging();
     let config = match postonce::startup::configured().await {
         Ok(c) => c,
         Err(e) => {
@@ -42,7 +55,7 @@ async fn lambda_main() -> i32 {
         // The sandbox fails its start and the next invocation starts again: never a dry run
         // in place of a network whose credential is stored.
         tracing::error!("{why}");
-        return postonce::cli::EXIT_RETRY;
+        return postonce::EXIT_RETRY;
     }
     // Sandboxes share nothing but the stores: claims and records must live in a shared one.
     if let Some(why) = config.stores.lambda_refusal() {
@@ -63,4 +76,38 @@ async fn lambda_main() -> i32 {
             1
         }
     }
+}
+
+/// Lambda's log, as `lambda_runtime::tracing::init_default_subscriber` writes it (stdout, no
+/// time or target, JSON when `AWS_LAMBDA_LOG_FORMAT` is `JSON`), filtered by
+/// `tracing_subscriber`'s `Targets` instead of its `EnvFilter`, whose regular-expression engine
+/// was about 200 KB of the Lambda artifact (issue 34). The level: `AWS_LAMBDA_LOG_LEVEL` (the
+/// template's `ApplicationLogLevel`), else `RUST_LOG`'s `target=level` directives, else info.
+fn init_lambda_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
+    let info = || Targets::new().with_default(LevelFilter::INFO);
+    let filter = match std::env::var("AWS_LAMBDA_LOG_LEVEL") {
+        Ok(level) => level
+            .parse::<LevelFilter>()
+            .map_or_else(|_| info(), |l| Targets::new().with_default(l)),
+        Err(_) => std::env::var("RUST_LOG")
+            .ok()
+            .and_then(|d| d.parse::<Targets>().ok())
+            .unwrap_or_else(info),
+    };
+    let lines = tracing_subscriber::fmt::layer()
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stdout);
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let registry = tracing_subscriber::registry();
+    let _ = if json {
+        registry.with(lines.json().with_filter(filter)).try_init()
+    } else {
+        registry.with(lines.with_filter(filter)).try_init()
+    };
 }

@@ -10,18 +10,23 @@ use clap::{Parser, Subcommand};
 
 use crate::app::App;
 use crate::budget::Deadline;
-use crate::config::Config;
 use crate::key::PostKey;
 use crate::networks::Network;
-use crate::pipeline::{new_run_id, Action, PostRequest, Source};
-use crate::record::DraftContent;
 use crate::triggers::Router;
 
 mod auth;
+mod db;
+mod logging;
+#[cfg(feature = "mcp")]
+mod mcp;
 pub mod out_dir;
 mod output;
+mod post;
 mod preview;
-use output::{print_outcome, print_waiting, schedule_list, status, status_all};
+use db::db_migrate;
+use logging::init_logging;
+use output::{print_outcome, schedule_list, status, status_all};
+use post::{post_request, DraftArgs};
 
 /// The one-line description: every network of the registry, by its label.
 fn about() -> String {
@@ -33,10 +38,7 @@ fn about() -> String {
     format!("Publish a draft to {listed}, each exactly once, and report it in Telegram")
 }
 
-/// Exit code for bad input or configuration.
-pub const EXIT_BAD_INPUT: i32 = 2;
-/// Nothing was posted; the same command may succeed later (the outcomes' `failed`, retryable).
-pub const EXIT_RETRY: i32 = 4;
+pub use crate::{EXIT_BAD_INPUT, EXIT_RETRY};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -51,32 +53,6 @@ struct Cli {
     /// errors by default; RUST_LOG, when set, decides instead).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-}
-
-/// The draft a command acts on, as `post` and `preview` take it: its key and, optionally, its
-/// content (without --caption/--image, the stored draft).
-#[derive(clap::Args, Debug)]
-pub(super) struct DraftArgs {
-    #[arg(long)]
-    kind: String,
-    #[arg(long)]
-    slug: String,
-    #[arg(long)]
-    caption: Option<String>,
-    /// An https URL, or a local JPEG/PNG/GIF/WebP file.
-    #[arg(long)]
-    image: Option<String>,
-    #[arg(long)]
-    link: Option<String>,
-    #[arg(long)]
-    alt: Option<String>,
-    /// The networks, comma-separated (linkedin,x,telegram); default: the draft's, or
-    /// POSTONCE_TARGETS.
-    #[arg(long, value_delimiter = ',')]
-    targets: Vec<String>,
-    /// A caption for one network instead of --caption there: NETWORK=TEXT (repeatable).
-    #[arg(long = "caption-for", value_name = "NETWORK=TEXT")]
-    caption_for: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -128,6 +104,7 @@ enum Command {
     Doctor,
     /// Serve the Model Context Protocol over stdio (tools post, status, schedule_list, cancel,
     /// preview, doctor) for an agent; logs go to stderr.
+    #[cfg(feature = "mcp")]
     Mcp,
     /// Telegram bot set-up.
     Telegram {
@@ -180,73 +157,14 @@ enum TableAction {
     Create,
 }
 
-/// The log of a command. `serve` logs as it always has (info, every line). The other commands
-/// answer a person: warnings and errors only, unless `-v` (info) / `-vv` (debug) or `RUST_LOG`
-/// says otherwise; and the requests a dry run would send are printed as readable blocks
-/// ([`DryRunBlocks`]), not as log lines.
-fn init_logging(verbose: u8, serving: bool) {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::{EnvFilter, Layer};
-
-    let from_env = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let default = match (serving, verbose) {
-        (true, _) | (false, 1) => "postonce=info,warn",
-        (false, 0) => "warn",
-        (false, _) => "postonce=debug,info",
-    };
-    let directives = from_env.as_deref().unwrap_or(default);
-    let filter = if serving {
-        EnvFilter::new(directives)
-    } else {
-        // The dry run's requests are shown by their own layer below.
-        EnvFilter::new(format!("{directives},{}=off", crate::networks::show::SHOWN))
-    };
-    let lines = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(filter);
-    let blocks = (!serving).then(|| {
-        DryRunBlocks.with_filter(tracing_subscriber::filter::filter_fn(|m| {
-            m.target() == crate::networks::show::SHOWN
-        }))
-    });
-    let _ = tracing_subscriber::registry()
-        .with(lines)
-        .with(blocks)
-        .try_init();
-}
-
-/// Prints each request a dry run shows as a block on stderr: the method and URL, a header a
-/// line, the body pretty-printed, a blank line after it.
-struct DryRunBlocks;
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for DryRunBlocks {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        struct Message(String);
-        impl tracing::field::Visit for Message {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = format!("{value:?}");
-                }
-            }
-            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-                if field.name() == "message" {
-                    value.clone_into(&mut self.0);
-                }
-            }
-        }
-        let mut m = Message(String::new());
-        event.record(&mut m);
-        let block = m.0.strip_prefix("would send ").unwrap_or(&m.0);
-        eprintln!("dry run, not sent: {block}\n");
+/// `postonce mcp`, in a build with it (feature `mcp`).
+fn is_mcp(command: &Command) -> bool {
+    #[cfg(feature = "mcp")]
+    return matches!(command, Command::Mcp);
+    #[cfg(not(feature = "mcp"))]
+    {
+        let _ = command;
+        false
     }
 }
 
@@ -286,18 +204,18 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         // credentials"): the commands that post refuse, retryable.
         if matches!(
             cli.command,
-            Command::Post { .. } | Command::Serve { .. } | Command::Sweep { .. } | Command::Mcp
-        ) {
+            Command::Post { .. } | Command::Serve { .. } | Command::Sweep { .. }
+        ) || is_mcp(&cli.command)
+        {
             eprintln!("postonce: {why}");
             return EXIT_RETRY;
         }
     }
-    if matches!(cli.command, Command::Mcp) {
-        // An agent's covers: only beneath POSTONCE_MCP_IMAGE_DIRS, at every read of the process.
-        if let Err(e) = config.resolve_mcp_covers() {
-            return bad_input(format!("configuration: {e}"));
+    #[cfg(feature = "mcp")]
+    if is_mcp(&cli.command) {
+        if let Err(code) = mcp::prepare(&mut config) {
+            return code;
         }
-        config.local_covers = config.mcp_covers.clone();
     }
     if matches!(cli.command, Command::Serve { .. }) {
         // `serve` answers many requests at once: a larger pool than a CLI run's few.
@@ -384,48 +302,12 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                 }
             }
         }
-        Command::Sweep { json } => match app.pipeline.sweep(&dl).await {
-            Ok(report) => {
-                if json {
-                    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-                } else {
-                    println!(
-                        "examined {} drafts ({} due by schedule); ran {}; delayed by pacing {}; needs review {}; told {}; not delivered {}; left for later {}; waiting for you {}",
-                        report.examined,
-                        report.due,
-                        report.runs.len(),
-                        report.delayed.len(),
-                        report.needs_review.len(),
-                        report.reminded.len(),
-                        report.undelivered.len(),
-                        report.left_for_later,
-                        report.waiting.len()
-                    );
-                    for o in &report.runs {
-                        println!("  {} {}: {}", o.outcome.as_str(), o.key, o.detail);
-                    }
-                    for d in &report.delayed {
-                        println!("  delayed {} until {}: {}", d.key, d.until, d.reason);
-                    }
-                    print_waiting(&report.waiting);
-                }
-                0
-            }
-            Err(e) => {
-                eprintln!("postonce: sweep failed: {e}");
-                4
-            }
-        },
+        Command::Sweep { json } => output::sweep(&app, &dl, json).await,
         Command::Schedule {
             action: ScheduleAction::List { json },
         } => schedule_list(&app, dl, json).await,
-        Command::Mcp => match crate::triggers::mcp::serve(app).await {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("postonce: {e}");
-                1
-            }
-        },
+        #[cfg(feature = "mcp")]
+        Command::Mcp => mcp::run(app).await,
         Command::Doctor => {
             let checks = crate::doctor::doctor(&app).await;
             for c in &checks {
@@ -469,145 +351,3 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
 
 /// Connections `serve` may keep open to PostgreSQL.
 const SERVE_DATABASE_POOL: usize = 16;
-
-/// `postonce db migrate`.
-#[cfg(feature = "postgres")]
-async fn db_migrate(config: &Config) -> i32 {
-    let db = match config.stores.postgres.database() {
-        Ok(Some(db)) => db,
-        Ok(None) => {
-            return bad_input(
-                "DATABASE_URL is not set: name the PostgreSQL database to migrate (postgres://user:password@host:5432/database)",
-            )
-        }
-        Err(e) => return bad_input(e),
-    };
-    match db.migrate().await {
-        Ok(said) => {
-            println!("{said}");
-            0
-        }
-        // A schema newer than this binary's: the same answer (exit 2) as at start-up.
-        Err(e @ crate::stores::postgres::migrate::MigrateError::Ahead { .. }) => {
-            bad_input(format!("DATABASE_URL: {e}"))
-        }
-        Err(e) => {
-            eprintln!("postonce: {e}");
-            1
-        }
-    }
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn db_migrate(_config: &Config) -> i32 {
-    bad_input("this build has no PostgreSQL support: build it with `cargo build --release --features postgres`")
-}
-
-fn post_request(
-    config: &Config,
-    draft: &DraftArgs,
-    at: &Option<String>,
-) -> Result<PostRequest, String> {
-    let DraftArgs {
-        kind,
-        slug,
-        caption,
-        image,
-        link,
-        alt,
-        targets,
-        caption_for,
-    } = draft;
-    let key = PostKey::new(kind, slug).map_err(|e| e.to_string())?;
-    let publish_at = match at {
-        Some(raw) => Some(
-            crate::triggers::parse_publish_at(raw, crate::record::now_s(), "--at")
-                .map_err(|e| e.to_string())?,
-        ),
-        None => None,
-    };
-    if publish_at.is_some() && (caption.is_none() || image.is_none()) {
-        return Err("--at needs --caption and --image (the draft to schedule)".into());
-    }
-    let mut networks = Vec::new();
-    for name in targets {
-        let n = Network::parse(name.trim()).ok_or_else(|| {
-            format!(
-                "--targets: {name:?} is not a network: use {}",
-                Network::names()
-            )
-        })?;
-        if !networks.contains(&n) {
-            networks.push(n);
-        }
-    }
-    let mut captions = std::collections::BTreeMap::new();
-    for pair in caption_for {
-        let (name, text) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("--caption-for {pair:?}: expected NETWORK=TEXT"))?;
-        let n = Network::parse(name.trim()).ok_or_else(|| {
-            format!(
-                "--caption-for: {name:?} is not a network: use {}",
-                Network::names()
-            )
-        })?;
-        if text.trim().is_empty() {
-            return Err(format!("--caption-for {name}=: the caption is empty"));
-        }
-        captions.insert(n, text.to_owned());
-    }
-    if !captions.is_empty() && caption.is_none() {
-        return Err(
-            "--caption-for needs --caption and --image (the caption for the other targets)".into(),
-        );
-    }
-    let content = match (caption, image) {
-        (None, None) => {
-            if link.is_some() || alt.is_some() {
-                return Err("--link and --alt need --caption and --image".into());
-            }
-            None
-        }
-        (Some(_), None) => {
-            return Err("--caption needs --image (an https URL or a local file)".into())
-        }
-        (None, Some(_)) => return Err("--image needs --caption".into()),
-        (Some(caption), Some(image)) => {
-            if caption.trim().is_empty() {
-                return Err("--caption is empty".into());
-            }
-            let image = if image.starts_with("https://") || image.starts_with("http://") {
-                config
-                    .image_hosts
-                    .check(image)
-                    .map_err(|e| format!("--image: {e}"))?;
-                image.clone()
-            } else {
-                crate::image::check_local(image).map_err(|why| format!("--image: {why}"))?
-            };
-            if let Some(l) = link {
-                if !url::Url::parse(l).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
-                    return Err("--link must be an http(s) URL".into());
-                }
-            }
-            Some(DraftContent {
-                caption: caption.clone(),
-                image,
-                link: link.clone(),
-                alt: alt.clone(),
-                captions,
-            })
-        }
-    };
-    Ok(PostRequest {
-        key,
-        content,
-        action: Action::Post,
-        source: Source::Cli,
-        run_id: new_run_id(),
-        reply_to: None,
-        targets: networks,
-        publish_at,
-    })
-}

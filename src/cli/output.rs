@@ -8,6 +8,42 @@ use crate::networks::Network;
 use crate::outcome::Outcome;
 use serde_json::json;
 
+/// `postonce sweep`: the sweep's report, as text or JSON.
+pub(super) async fn sweep(app: &App, dl: &Deadline, json: bool) -> i32 {
+    match app.pipeline.sweep(dl).await {
+        Ok(report) => {
+            if json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                println!(
+                    "examined {} drafts ({} due by schedule); ran {}; delayed by pacing {}; needs review {}; told {}; not delivered {}; left for later {}; waiting for you {}",
+                    report.examined,
+                    report.due,
+                    report.runs.len(),
+                    report.delayed.len(),
+                    report.needs_review.len(),
+                    report.reminded.len(),
+                    report.undelivered.len(),
+                    report.left_for_later,
+                    report.waiting.len()
+                );
+                for o in &report.runs {
+                    println!("  {} {}: {}", o.outcome.as_str(), o.key, o.detail);
+                }
+                for d in &report.delayed {
+                    println!("  delayed {} until {}: {}", d.key, d.until, d.reason);
+                }
+                print_waiting(&report.waiting);
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("postonce: sweep failed: {e}");
+            4
+        }
+    }
+}
+
 /// `postonce schedule list`: every scheduled target, soonest first, grouped by draft.
 pub(super) async fn schedule_list(app: &App, dl: Deadline, json: bool) -> i32 {
     let entries = match crate::triggers::stored::scheduled_entries(app, &dl).await {

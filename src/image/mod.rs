@@ -9,6 +9,7 @@ mod format;
 mod limits;
 mod local;
 pub mod render;
+mod structure;
 
 use std::sync::{Arc, OnceLock};
 
@@ -136,13 +137,53 @@ impl Sent {
     }
 }
 
-/// Decodes `image` strictly and picks what a network with `limits` gets: the original where
-/// it fits, else (unless the network fetches the image itself, `can_render` false) a rendition
-/// that fits. CPU-bound: call [`cover`] from async code.
+/// The original as it is, without decoding it, when it fits `limits` and its structure is
+/// sound from its header to its end marker ([`structure`]: a walk of the bytes, about a
+/// hundredth of a decode). `None`: it is decoded strictly ([`cover_blocking`]), which accepts or
+/// refuses it naming the cause. Never inlined: a symbol of its own for `bench/callgrind.sh`.
+#[inline(never)]
+fn as_is(image: &Image, limits: &ImageLimits) -> Option<Cover> {
+    let h = decode::declared(&image.bytes).ok()?;
+    if h.cmyk || format::check_complete(h.format, &image.bytes).is_err() {
+        return None;
+    }
+    let facts = limits::Facts {
+        format: h.format,
+        bytes: image.bytes.len() as u64,
+        width: h.width,
+        height: h.height,
+    };
+    limits.check(&facts).ok()?;
+    structure::sound(&h, &image.bytes).then(|| Cover {
+        bytes: image.bytes.clone(),
+        format: h.format,
+        width: h.width,
+        height: h.height,
+        rendition: false,
+    })
+}
+
+/// Picks what a network with `limits` gets: the original where it fits (as it is when its
+/// structure is sound throughout, else once it has decoded strictly), else (unless the network
+/// fetches the image itself, `can_render` false) a rendition that fits, made from the strict
+/// decode. CPU-bound: call [`cover`] from async code.
 ///
 /// # Errors
 /// [`ImageError::Refused`]: the image is unsound, or nothing postonce can make fits.
 pub fn cover_blocking(
+    image: &Image,
+    limits: &ImageLimits,
+    can_render: bool,
+) -> Result<Cover, ImageError> {
+    match as_is(image, limits) {
+        Some(original) => Ok(original),
+        None => decoded_cover(image, limits, can_render),
+    }
+}
+
+/// [`cover_blocking`] once the original did not go as it is: decoded strictly, then the
+/// original if it fits, else a rendition.
+fn decoded_cover(
     image: &Image,
     limits: &ImageLimits,
     can_render: bool,
@@ -206,8 +247,10 @@ pub async fn decode_permit() -> Result<tokio::sync::OwnedSemaphorePermit, ImageE
         .map_err(|_| ImageError::Unavailable("the image worker is shutting down".into()))
 }
 
-/// [`cover_blocking`] on a blocking thread, one at a time in the process: a decoded cover is
-/// tens of megabytes, and several targets of one run would otherwise hold one each at once.
+/// [`cover_blocking`]: an original that fits and is sound throughout right here (a walk of
+/// its bytes, no decode), anything else decoded on a blocking thread, one at a time in the
+/// process: a decoded cover is tens of megabytes, and several targets of one run would
+/// otherwise hold one each at once.
 ///
 /// # Errors
 /// As [`cover_blocking`].
@@ -216,12 +259,15 @@ pub async fn cover(
     limits: ImageLimits,
     can_render: bool,
 ) -> Result<Cover, ImageError> {
+    if let Some(original) = as_is(&image, &limits) {
+        return Ok(original);
+    }
     let permit = decode_permit().await?;
     // The permit goes with the work: a caller that gives up (its budget ran out) does not let
     // another decode start beside one still running.
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        cover_blocking(&image, &limits, can_render)
+        decoded_cover(&image, &limits, can_render)
     })
     .await
     .map_err(|e| ImageError::Refused(format!("the image could not be processed ({e})")))?

@@ -5,7 +5,9 @@
 
 pub mod ci;
 pub mod console;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "cli")]
 pub mod preview;
 pub mod stored;
 pub mod sweep;
