@@ -10,8 +10,10 @@ use clap::{Parser, Subcommand};
 
 use crate::app::App;
 use crate::budget::Deadline;
+use crate::config::Config;
 use crate::key::PostKey;
 use crate::networks::Network;
+use crate::pipeline::PostRequest;
 use crate::triggers::Router;
 
 mod auth;
@@ -189,70 +191,100 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             Err(e) => bad_input(format!("configuration: {e}")),
         };
     }
-    let mut config = match crate::startup::configured().await {
-        Ok(c) => c,
-        Err(e) => return bad_input(format!("configuration: {e}")),
+    let config = match prepared(&cli.command).await {
+        Ok(config) => config,
+        Err(code) => return code,
     };
-    if let Command::Db {
-        action: DbAction::Migrate,
-    } = &cli.command
-    {
-        return db_migrate(&config).await;
-    }
-    if let Some(why) = &config.credentials_unreadable {
-        // Never a dry run in place of a network whose credential is stored (README "Getting
-        // credentials"): the commands that post refuse, retryable.
-        if matches!(
-            cli.command,
-            Command::Post { .. } | Command::Serve { .. } | Command::Sweep { .. }
-        ) || is_mcp(&cli.command)
-        {
-            eprintln!("postonce: {why}");
-            return EXIT_RETRY;
-        }
-    }
-    #[cfg(feature = "mcp")]
-    if is_mcp(&cli.command) {
-        if let Err(code) = mcp::prepare(&mut config) {
-            return code;
-        }
-    }
-    if matches!(cli.command, Command::Serve { .. }) {
-        // `serve` answers many requests at once: a larger pool than a CLI run's few.
-        config.stores.postgres.pool = SERVE_DATABASE_POOL;
-    }
-    // Bad input is refused before any client is built or anything is stored.
-    let post = match &cli.command {
-        Command::Post { draft, at, .. } => match post_request(&config, draft, at) {
-            Ok(req) => Some(req),
-            Err(e) => return bad_input(e),
-        },
-        _ => None,
-    };
-    let preview = match &cli.command {
-        Command::Preview(args) => match preview::check(&config, args) {
-            Ok(checked) => Some(checked),
-            Err(e) => return bad_input(e),
-        },
-        _ => None,
-    };
-    let status_key = match &cli.command {
-        Command::Status {
-            kind: Some(kind),
-            slug: Some(slug),
-            ..
-        } => match PostKey::new(kind, slug) {
-            Ok(key) => Some(key),
-            Err(e) => return bad_input(e),
-        },
-        _ => None,
+    let checked = match Checked::read(&cli.command, &config) {
+        Ok(checked) => checked,
+        Err(e) => return bad_input(e),
     };
     let app = match App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => return bad_input(e),
     };
+    run(cli.command, app, checked).await
+}
+
+/// The configuration a command runs with. `Err`: the command ended here (its exit code): a
+/// malformed variable, `db migrate` (which needs no more), stored credentials that cannot be
+/// read for a command that posts.
+async fn prepared(command: &Command) -> Result<Config, i32> {
+    let mut config = match crate::startup::configured().await {
+        Ok(c) => c,
+        Err(e) => return Err(bad_input(format!("configuration: {e}"))),
+    };
+    if let Command::Db {
+        action: DbAction::Migrate,
+    } = command
+    {
+        return Err(db_migrate(&config).await);
+    }
+    if let Some(why) = &config.credentials_unreadable {
+        // Never a dry run in place of a network whose credential is stored (README "Getting
+        // credentials"): the commands that post refuse, retryable.
+        if matches!(
+            command,
+            Command::Post { .. } | Command::Serve { .. } | Command::Sweep { .. }
+        ) || is_mcp(command)
+        {
+            eprintln!("postonce: {why}");
+            return Err(EXIT_RETRY);
+        }
+    }
+    #[cfg(feature = "mcp")]
+    if is_mcp(command) {
+        mcp::prepare(&mut config)?;
+    }
+    if matches!(command, Command::Serve { .. }) {
+        // `serve` answers many requests at once: a larger pool than a CLI run's few.
+        config.stores.postgres.pool = SERVE_DATABASE_POOL;
+    }
+    Ok(config)
+}
+
+/// What a command was given, checked before any client is built or anything is stored.
+struct Checked {
+    post: Option<PostRequest>,
+    preview: Option<preview::Checked>,
+    status_key: Option<PostKey>,
+}
+
+impl Checked {
+    fn read(command: &Command, config: &Config) -> Result<Self, String> {
+        let post = match command {
+            Command::Post { draft, at, .. } => Some(post_request(config, draft, at)?),
+            _ => None,
+        };
+        let preview = match command {
+            Command::Preview(args) => Some(preview::check(config, args)?),
+            _ => None,
+        };
+        let status_key = match command {
+            Command::Status {
+                kind: Some(kind),
+                slug: Some(slug),
+                ..
+            } => Some(PostKey::new(kind, slug).map_err(|e| e.to_string())?),
+            _ => None,
+        };
+        Ok(Self {
+            post,
+            preview,
+            status_key,
+        })
+    }
+}
+
+/// Runs the command with the app built for it.
+async fn run(command: Command, app: Arc<App>, checked: Checked) -> i32 {
+    let Checked {
+        post,
+        preview,
+        status_key,
+    } = checked;
     let dl = Deadline::after(app.config.function_timeout);
-    match cli.command {
+    match command {
         Command::Post { json, .. } => {
             let Some(request) = post else {
                 return EXIT_BAD_INPUT;

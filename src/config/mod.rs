@@ -192,83 +192,11 @@ impl Config {
 
         let stores = StoreConfig::load(vars)?;
 
-        let telegram = match (get("TELEGRAM_BOT_TOKEN"), get("TELEGRAM_CHAT_ID")) {
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(bad(
-                    "TELEGRAM_CHAT_ID",
-                    "required when TELEGRAM_BOT_TOKEN is set",
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(bad(
-                    "TELEGRAM_BOT_TOKEN",
-                    "required when TELEGRAM_CHAT_ID is set",
-                ))
-            }
-            (Some(token), Some(chat)) => {
-                let chat_id = chat.parse::<i64>().map_err(|_| {
-                    bad(
-                        "TELEGRAM_CHAT_ID",
-                        format!("{chat:?} is not a numeric chat id"),
-                    )
-                })?;
-                if token.contains('/') || token.contains(char::is_whitespace) {
-                    return Err(bad(
-                        "TELEGRAM_BOT_TOKEN",
-                        "is not a bot token (expected <id>:<secret>)",
-                    ));
-                }
-                Some(TelegramConfig {
-                    bot_token: Secret::new(token),
-                    chat_id,
-                })
-            }
-        };
+        let telegram = report_bot(vars)?;
         let telegram_api_url = vars.base_url("TELEGRAM_API_URL", "https://api.telegram.org")?;
-        let telegram_webhook_secret = match get("TELEGRAM_WEBHOOK_SECRET") {
-            None => None,
-            Some(s) => {
-                let ok = (1..=256).contains(&s.len())
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                if !ok {
-                    return Err(bad(
-                        "TELEGRAM_WEBHOOK_SECRET",
-                        "Telegram allows 1-256 characters of A-Z, a-z, 0-9, _ and -",
-                    ));
-                }
-                Some(Secret::new(s))
-            }
-        };
-        let telegram_allowed_users = match get("TELEGRAM_ALLOWED_USERS") {
-            None => None,
-            Some(list) => {
-                let mut ids = Vec::new();
-                for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                    ids.push(part.parse::<i64>().map_err(|_| {
-                        bad(
-                            "TELEGRAM_ALLOWED_USERS",
-                            format!("{part:?} is not a numeric user id"),
-                        )
-                    })?);
-                }
-                if ids.is_empty() {
-                    return Err(bad("TELEGRAM_ALLOWED_USERS", "lists no user id"));
-                }
-                Some(ids)
-            }
-        };
-        let webhook_secret = get("POSTONCE_WEBHOOK_SECRET").map(Secret::new);
-        if webhook_secret
-            .as_ref()
-            .is_some_and(|s| s.expose().len() < 16)
-        {
-            return Err(bad(
-                "POSTONCE_WEBHOOK_SECRET",
-                "too short: use at least 16 characters (e.g. openssl rand -hex 32)",
-            ));
-        }
+        let telegram_webhook_secret = telegram_webhook_secret(vars)?;
+        let telegram_allowed_users = telegram_allowed_users(vars)?;
+        let webhook_secret = webhook_secret(vars)?;
 
         let targets = match get("POSTONCE_TARGETS") {
             None => vec![Network::default()],
@@ -310,38 +238,8 @@ impl Config {
             telegram_budget: timeouts.telegram,
         };
         let networks = networks::load(vars, &shared)?;
-        // The budgets of the networks posted to: they bound the quiet period, and each must be
-        // shorter than the function timeout. A network's counts once it posts for real (its
-        // dry run sends nothing), or always where it says so.
-        let budgets: Vec<(&'static str, Duration)> = networks
-            .values()
-            .filter(|n| n.budget_counts())
-            .map(|n| n.budget())
-            .fold(Vec::new(), |mut seen, b| {
-                // The channel's is the report bot's: named once.
-                if !seen.iter().any(|(var, _)| *var == b.0) {
-                    seen.push(b);
-                }
-                seen
-            });
-        // Each store's budget counts once its store may be used (the registry says which).
-        for (var, t) in [("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image)]
-            .into_iter()
-            .chain(stores.budget_vars())
-            .chain([("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram)])
-            .chain(budgets.iter().copied())
-        {
-            if t >= function_timeout {
-                return Err(bad(
-                    var,
-                    format!(
-                        "{}ms is not shorter than the function timeout ({}s)",
-                        t.as_millis(),
-                        function_timeout.as_secs()
-                    ),
-                ));
-            }
-        }
+        let budgets = network_budgets(&networks);
+        check_budgets(function_timeout, &timeouts, &stores, &budgets)?;
         let posted_claim_ttl = vars.seconds("POSTONCE_POSTED_CLAIM_TTL_S", 7 * 24 * 3600)?;
         if posted_claim_ttl <= claim_ttl {
             return Err(bad(
@@ -355,67 +253,10 @@ impl Config {
         for n in Network::ALL {
             min_gap.insert(n, vars.gap(n.min_gap_var())?.unwrap_or(every));
         }
-        let reconcile_after =
-            vars.seconds("POSTONCE_RECONCILE_AFTER_S", DEFAULT_RECONCILE_AFTER_S)?;
-        // A re-send inside the budget of the request it reconciles could overtake it. (The
-        // budget bounds how long our side keeps a request open: the call is dropped at it.)
-        // Every network a draft may be posted to counts, not only the default targets: a
-        // draft may name its own.
-        let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
-        if reconcile_after <= longest_budget {
-            let named: Vec<String> = budgets
-                .iter()
-                .map(|(var, t)| format!("{var} {}ms", t.as_millis()))
-                .collect();
-            return Err(bad(
-                "POSTONCE_RECONCILE_AFTER_S",
-                format!(
-                    "{}s is not longer than the longest a create request may stay in flight ({}s; the budgets of the networks posted to: {}); a re-send that soon could race the first request",
-                    reconcile_after.as_secs(),
-                    longest_budget.as_secs_f64().ceil(),
-                    named.join(", ")
-                ),
-            ));
-        }
-        if reconcile_after >= reconcile_window {
-            return Err(bad(
-                "POSTONCE_RECONCILE_AFTER_S",
-                format!(
-                    "{}s must be shorter than POSTONCE_RECONCILE_WINDOW_S ({}s), or no ambiguous attempt could ever be reconciled",
-                    reconcile_after.as_secs(),
-                    reconcile_window.as_secs()
-                ),
-            ));
-        }
-        let max_attempts = match get("POSTONCE_MAX_ATTEMPTS") {
-            None => 5,
-            Some(v) => v
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=100).contains(n))
-                .ok_or_else(|| {
-                    bad(
-                        "POSTONCE_MAX_ATTEMPTS",
-                        format!("{v:?} is not a whole number from 1 to 100"),
-                    )
-                })?,
-        };
+        let reconcile_after = reconcile_after(vars, &budgets, reconcile_window)?;
+        let max_attempts = max_attempts(vars)?;
 
-        let fingerprints = Network::ALL
-            .into_iter()
-            .map(|n| {
-                let names: Vec<&str> = match n.definition().secrets {
-                    [] => vec!["TELEGRAM_BOT_TOKEN"],
-                    secrets => secrets.iter().map(|(name, _)| *name).collect(),
-                };
-                let values: Vec<String> = names
-                    .iter()
-                    .map(|name| get(name).unwrap_or_default())
-                    .collect();
-                let values: Vec<&str> = values.iter().map(String::as_str).collect();
-                (n, crate::networks::auth::fingerprint(n, &values))
-            })
-            .collect();
+        let fingerprints = fingerprints(vars);
 
         Ok(Self {
             fingerprints,
@@ -453,3 +294,221 @@ impl AsRef<StoreConfig> for Config {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The report bot (`TELEGRAM_BOT_TOKEN` and `TELEGRAM_CHAT_ID`, both or neither).
+fn report_bot(vars: Vars<'_>) -> Result<Option<TelegramConfig>, ConfigError> {
+    let get = |name: &str| vars.get(name);
+    Ok(match (get("TELEGRAM_BOT_TOKEN"), get("TELEGRAM_CHAT_ID")) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(bad(
+                "TELEGRAM_CHAT_ID",
+                "required when TELEGRAM_BOT_TOKEN is set",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(bad(
+                "TELEGRAM_BOT_TOKEN",
+                "required when TELEGRAM_CHAT_ID is set",
+            ))
+        }
+        (Some(token), Some(chat)) => {
+            let chat_id = chat.parse::<i64>().map_err(|_| {
+                bad(
+                    "TELEGRAM_CHAT_ID",
+                    format!("{chat:?} is not a numeric chat id"),
+                )
+            })?;
+            if token.contains('/') || token.contains(char::is_whitespace) {
+                return Err(bad(
+                    "TELEGRAM_BOT_TOKEN",
+                    "is not a bot token (expected <id>:<secret>)",
+                ));
+            }
+            Some(TelegramConfig {
+                bot_token: Secret::new(token),
+                chat_id,
+            })
+        }
+    })
+}
+
+/// `TELEGRAM_WEBHOOK_SECRET`: what Telegram sends in `X-Telegram-Bot-Api-Secret-Token`.
+fn telegram_webhook_secret(vars: Vars<'_>) -> Result<Option<Secret>, ConfigError> {
+    Ok(match vars.get("TELEGRAM_WEBHOOK_SECRET") {
+        None => None,
+        Some(s) => {
+            let ok = (1..=256).contains(&s.len())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok {
+                return Err(bad(
+                    "TELEGRAM_WEBHOOK_SECRET",
+                    "Telegram allows 1-256 characters of A-Z, a-z, 0-9, _ and -",
+                ));
+            }
+            Some(Secret::new(s))
+        }
+    })
+}
+
+/// `TELEGRAM_ALLOWED_USERS`: who may press the report's buttons.
+fn telegram_allowed_users(vars: Vars<'_>) -> Result<Option<Vec<i64>>, ConfigError> {
+    Ok(match vars.get("TELEGRAM_ALLOWED_USERS") {
+        None => None,
+        Some(list) => {
+            let mut ids = Vec::new();
+            for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                ids.push(part.parse::<i64>().map_err(|_| {
+                    bad(
+                        "TELEGRAM_ALLOWED_USERS",
+                        format!("{part:?} is not a numeric user id"),
+                    )
+                })?);
+            }
+            if ids.is_empty() {
+                return Err(bad("TELEGRAM_ALLOWED_USERS", "lists no user id"));
+            }
+            Some(ids)
+        }
+    })
+}
+
+/// `POSTONCE_WEBHOOK_SECRET`: the CI webhook's HMAC key.
+fn webhook_secret(vars: Vars<'_>) -> Result<Option<Secret>, ConfigError> {
+    let webhook_secret = vars.get("POSTONCE_WEBHOOK_SECRET").map(Secret::new);
+    if webhook_secret
+        .as_ref()
+        .is_some_and(|s| s.expose().len() < 16)
+    {
+        return Err(bad(
+            "POSTONCE_WEBHOOK_SECRET",
+            "too short: use at least 16 characters (e.g. openssl rand -hex 32)",
+        ));
+    }
+    Ok(webhook_secret)
+}
+
+/// The budgets of the networks posted to: they bound the quiet period, and each must be
+/// shorter than the function timeout. A network's counts once it posts for real (its dry run
+/// sends nothing), or always where it says so.
+fn network_budgets(networks: &Configs) -> Vec<(&'static str, Duration)> {
+    networks
+        .values()
+        .filter(|n| n.budget_counts())
+        .map(|n| n.budget())
+        .fold(Vec::new(), |mut seen, b| {
+            // The channel's is the report bot's: named once.
+            if !seen.iter().any(|(var, _)| *var == b.0) {
+                seen.push(b);
+            }
+            seen
+        })
+}
+
+/// Every budget in use is shorter than the function timeout.
+fn check_budgets(
+    function_timeout: Duration,
+    timeouts: &Timeouts,
+    stores: &StoreConfig,
+    budgets: &[(&'static str, Duration)],
+) -> Result<(), ConfigError> {
+    // Each store's budget counts once its store may be used (the registry says which).
+    for (var, t) in [("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image)]
+        .into_iter()
+        .chain(stores.budget_vars())
+        .chain([("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram)])
+        .chain(budgets.iter().copied())
+    {
+        if t >= function_timeout {
+            return Err(bad(
+                var,
+                format!(
+                    "{}ms is not shorter than the function timeout ({}s)",
+                    t.as_millis(),
+                    function_timeout.as_secs()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `POSTONCE_RECONCILE_AFTER_S`, the quiet period: longer than any create may stay in flight,
+/// shorter than the reconcile window.
+fn reconcile_after(
+    vars: Vars<'_>,
+    budgets: &[(&'static str, Duration)],
+    reconcile_window: Duration,
+) -> Result<Duration, ConfigError> {
+    let reconcile_after = vars.seconds("POSTONCE_RECONCILE_AFTER_S", DEFAULT_RECONCILE_AFTER_S)?;
+    // A re-send inside the budget of the request it reconciles could overtake it. (The
+    // budget bounds how long our side keeps a request open: the call is dropped at it.)
+    // Every network a draft may be posted to counts, not only the default targets: a
+    // draft may name its own.
+    let longest_budget = budgets.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    if reconcile_after <= longest_budget {
+        let named: Vec<String> = budgets
+            .iter()
+            .map(|(var, t)| format!("{var} {}ms", t.as_millis()))
+            .collect();
+        return Err(bad(
+            "POSTONCE_RECONCILE_AFTER_S",
+            format!(
+                "{}s is not longer than the longest a create request may stay in flight ({}s; the budgets of the networks posted to: {}); a re-send that soon could race the first request",
+                reconcile_after.as_secs(),
+                longest_budget.as_secs_f64().ceil(),
+                named.join(", ")
+            ),
+        ));
+    }
+    if reconcile_after >= reconcile_window {
+        return Err(bad(
+            "POSTONCE_RECONCILE_AFTER_S",
+            format!(
+                "{}s must be shorter than POSTONCE_RECONCILE_WINDOW_S ({}s), or no ambiguous attempt could ever be reconciled",
+                reconcile_after.as_secs(),
+                reconcile_window.as_secs()
+            ),
+        ));
+    }
+    Ok(reconcile_after)
+}
+
+/// `POSTONCE_MAX_ATTEMPTS` (default 5).
+fn max_attempts(vars: Vars<'_>) -> Result<u32, ConfigError> {
+    Ok(match vars.get("POSTONCE_MAX_ATTEMPTS") {
+        None => 5,
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "POSTONCE_MAX_ATTEMPTS",
+                    format!("{v:?} is not a whole number from 1 to 100"),
+                )
+            })?,
+    })
+}
+
+/// Each network's credential in use, as a fingerprint (never the secret): a refused one is
+/// told of once, and the drafts it held run once it differs.
+fn fingerprints(vars: Vars<'_>) -> std::collections::BTreeMap<Network, String> {
+    let get = |name: &str| vars.get(name);
+    Network::ALL
+        .into_iter()
+        .map(|n| {
+            let names: Vec<&str> = match n.definition().secrets {
+                [] => vec!["TELEGRAM_BOT_TOKEN"],
+                secrets => secrets.iter().map(|(name, _)| *name).collect(),
+            };
+            let values: Vec<String> = names
+                .iter()
+                .map(|name| get(name).unwrap_or_default())
+                .collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            (n, crate::networks::auth::fingerprint(n, &values))
+        })
+        .collect()
+}

@@ -28,6 +28,9 @@ impl Sending<'_> {
     }
 }
 
+/// The create's answer within its budget.
+type Answer = Result<Result<Created, PostError>, BudgetError>;
+
 impl Lane {
     /// Sends the create once and classifies the answer. `sending.reconciling`: this is the
     /// identical re-send after an unknown outcome of this draft.
@@ -43,7 +46,6 @@ impl Lane {
         progress: &Progress,
     ) -> (Outcome, Finish) {
         let key = &req.key;
-        let on = self.network.label();
         let reconciling = sending.reconciling;
         // The quiet period runs from the attempt's stamp, not from the send: once it has
         // passed, another run (one that got past a lost claim) may re-send this request. So
@@ -74,32 +76,51 @@ impl Lane {
         }
         progress.set(Stage::Sent);
         let answer = dl.work(self.budget, self.adapter.create(post, media)).await;
+        if let Some(settled) = self.resend_settled(req, dl, reconciling, &answer).await {
+            return settled;
+        }
+        self.answered(req, dl, answer, caption_hash, reconciling, progress)
+            .await
+    }
+
+    /// What a re-send's answer settles before it is read as a create's (`Some`): a replay
+    /// refused at a record key the client chose, a kept request that can no longer post, or a
+    /// re-send refused or never sent (counted as an attempt; the earlier attempt may still be
+    /// there).
+    async fn resend_settled(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        reconciling: Option<&Draft>,
+        answer: &Answer,
+    ) -> Option<(Outcome, Finish)> {
+        let on = self.network.label();
         // A replay at a record key the client chose: the check just read that key
         // and found no post of this draft there, so a refusal (a different record at the key:
         // `InvalidSwap`, the credentials, the record itself) is final. Nothing is there and
         // nothing will be: the target fails, not retryable, and is never replayed again. The
         // owner is told: by this run's report, or, for a sweep's run, by the sweeper, once.
         if reconciling.is_some() && self.settle() == (Settle::Replay { window: None }) {
-            if let Ok(Err(e @ PostError::Rejected { .. })) = &answer {
+            if let Ok(Err(e @ PostError::Rejected { .. })) = answer {
                 let why = format!(
                     "{on} refused the replay of the post at its record key ({e}); it is not sent again"
                 );
                 let mut outcome = self.fail_after_intent(req, dl, why, false).await;
                 outcome.settled = req.source == Source::Sweep;
-                return (outcome, Finish::Release);
+                return Some((outcome, Finish::Release));
             }
         }
         // A re-send that was refused or never left: nothing new was posted, and the earlier
         // attempt may still be there. Counted as an attempt; a refusal is not tried again.
         if let Some(draft) = reconciling {
             // The kept request can no longer post, and did not: a new attempt is needed.
-            if let Ok(Err(PostError::Gone { message, .. })) = &answer {
+            if let Ok(Err(PostError::Gone { message, .. })) = answer {
                 let why = format!(
                     "the earlier attempt did not post on {on} and no longer can ({message})"
                 );
-                return self.not_posted(req, dl, draft, &req.run_id, why).await;
+                return Some(self.not_posted(req, dl, draft, &req.run_id, why).await);
             }
-            let failed = match &answer {
+            let failed = match answer {
                 Ok(Err(e))
                     if !e.may_exist()
                         && !matches!(
@@ -118,11 +139,28 @@ impl Lane {
                 _ => None,
             };
             if let Some((why, again)) = failed {
-                return self
-                    .unsettled(req, dl, draft, &req.run_id, why, again)
-                    .await;
+                return Some(
+                    self.unsettled(req, dl, draft, &req.run_id, why, again)
+                        .await,
+                );
             }
         }
+        None
+    }
+
+    /// What the create's answer means for the draft: recorded (posted, or already there),
+    /// ambiguous, or failed.
+    async fn answered(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        answer: Answer,
+        caption_hash: Option<String>,
+        reconciling: Option<&Draft>,
+        progress: &Progress,
+    ) -> (Outcome, Finish) {
+        let key = &req.key;
+        let on = self.network.label();
         match answer {
             Ok(Ok(created)) => {
                 progress.created(created.id.clone());

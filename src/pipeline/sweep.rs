@@ -262,11 +262,8 @@ impl Pipeline {
         // needed, forgotten after each run of that network).
         let mut slot_opens: BTreeMap<Network, i64> = BTreeMap::new();
         let mut newly_delayed: Vec<(Arc<Lane>, PostKey, Draft, Delayed)> = Vec::new();
-        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         // A `new` draft untouched for a claim TTL has no live run: its trigger died.
-        let stale = secs(self.settings.claim_ttl);
-        let window = secs(self.settings.reconcile_window);
-        let quiet = secs(self.settings.reconcile_after);
+        let stale = i64::try_from(self.settings.claim_ttl.as_secs()).unwrap_or(i64::MAX);
         let mut report = SweepReport::default();
         // Due drafts noted as waiting for a new credential by this sweep.
         let mut held = 0_usize;
@@ -287,36 +284,7 @@ impl Pipeline {
             if lane.waits_for_credential(draft).is_some() {
                 continue;
             }
-            let due = match draft.status {
-                DraftStatus::Failed if draft.retryable => {
-                    draft.next_retry_at.is_none_or(|at| at <= now)
-                }
-                DraftStatus::New => now - draft.updated_at > stale,
-                // Listed because its time (or its pacing delay) has come.
-                DraftStatus::Scheduled => true,
-                // Only the owner can settle it (the network offers no way to check).
-                DraftStatus::Unknown if !draft.retryable => false,
-                DraftStatus::Unknown => {
-                    let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
-                    let last = draft
-                        .pending
-                        .as_ref()
-                        .and_then(|p| p.last_sent_at)
-                        .unwrap_or(at)
-                        .max(at);
-                    // Before the quiet period the attempt may still be in flight; past the
-                    // window only the owner can tell. In between: reconcile now (or repair
-                    // from a kept claim). A run still in flight holds the claim.
-                    match lane.settle() {
-                        Settle::Resend => now - last > quiet && now - at <= window,
-                        Settle::ReadBack | Settle::Replay { .. } => now - last > quiet,
-                        // Nothing is re-sent: once no run can be live, a run repairs a kept
-                        // claim, or leaves the draft to the owner (who is then told, once).
-                        Settle::AskOwner => now - last > stale,
-                    }
-                }
-                _ => false,
-            };
+            let due = self.due(lane, draft, now);
             // This process saw the network refuse the credential in use: no request goes out
             // with it. A due draft is noted as waiting for a new one (so that no other process
             // sends it either); an `unknown` one's check waits too, and it stays `unknown`.
@@ -339,32 +307,8 @@ impl Pipeline {
                 && (draft.status == DraftStatus::Failed || killed)
                 && attempts >= self.settings.max_attempts
             {
-                let error = if killed {
-                    format!(
-                        "its last run ended without a word: the process died (out of memory or killed) before it could say why{}",
-                        draft.last_error.as_deref().map(|e| format!("; before that: {e}")).unwrap_or_default()
-                    )
-                } else {
-                    draft.last_error.clone().unwrap_or_default()
-                };
-                let update = DraftUpdate::NeedsReview {
-                    error: error.clone(),
-                };
-                if lane
-                    .note(&key, dl, &update, &[draft.status], "needs_review")
-                    .await
-                {
-                    report.needs_review.push(key.to_string());
-                    let mut marked = draft.clone();
-                    marked.attempts = attempts;
-                    marked.started = false;
-                    marked.last_error = Some(error);
-                    marked.status = DraftStatus::NeedsReview;
-                    marked.reminded = false;
-                    marked.updated_at = now;
-                    self.tell_if_waiting(lane, &key, dl, &marked, now, &mut report)
-                        .await;
-                }
+                self.mark_out_of_attempts(lane, &key, dl, draft, killed, now, &mut report)
+                    .await;
                 continue;
             }
             if !due {
@@ -406,30 +350,124 @@ impl Pipeline {
         }
         // Drafts that wait for their network's credentials are never run; told once.
         self.tell_parked(dl, &mut parked, &mut report).await;
-        // What still waits for a person after this sweep. A sweep that changed nothing (the
-        // usual one) answers from its own listing; one that ran or marked drafts lists again.
         let changed = !report.runs.is_empty()
             || held > 0
             || !report.needs_review.is_empty()
             || !report.reminded.is_empty();
+        report.waiting = self.still_waiting(dl, drafts, parked, changed, now).await;
+        self.tell_lapsing_credentials(now).await;
+        Ok(report)
+    }
+
+    /// Whether a listed draft is due for a run now: a retryable failure whose retry time has
+    /// come, a `new` one whose trigger died, a scheduled one (listed because its time came),
+    /// an `unknown` one its network can settle now.
+    fn due(&self, lane: &Lane, draft: &Draft, now: i64) -> bool {
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        // A `new` draft untouched for a claim TTL has no live run: its trigger died.
+        let stale = secs(self.settings.claim_ttl);
+        let window = secs(self.settings.reconcile_window);
+        let quiet = secs(self.settings.reconcile_after);
+        match draft.status {
+            DraftStatus::Failed if draft.retryable => {
+                draft.next_retry_at.is_none_or(|at| at <= now)
+            }
+            DraftStatus::New => now - draft.updated_at > stale,
+            // Listed because its time (or its pacing delay) has come.
+            DraftStatus::Scheduled => true,
+            // Only the owner can settle it (the network offers no way to check).
+            DraftStatus::Unknown if !draft.retryable => false,
+            DraftStatus::Unknown => {
+                let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
+                let last = draft
+                    .pending
+                    .as_ref()
+                    .and_then(|p| p.last_sent_at)
+                    .unwrap_or(at)
+                    .max(at);
+                // Before the quiet period the attempt may still be in flight; past the
+                // window only the owner can tell. In between: reconcile now (or repair
+                // from a kept claim). A run still in flight holds the claim.
+                match lane.settle() {
+                    Settle::Resend => now - last > quiet && now - at <= window,
+                    Settle::ReadBack | Settle::Replay { .. } => now - last > quiet,
+                    // Nothing is re-sent: once no run can be live, a run repairs a kept
+                    // claim, or leaves the draft to the owner (who is then told, once).
+                    Settle::AskOwner => now - last > stale,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// A due draft out of attempts (a run that died counted among them) is marked
+    /// `needs_review`, in front of its owner, and the owner told.
+    #[allow(clippy::too_many_arguments)]
+    async fn mark_out_of_attempts(
+        &self,
+        lane: &Arc<Lane>,
+        key: &PostKey,
+        dl: &Deadline,
+        draft: &Draft,
+        killed: bool,
+        now: i64,
+        report: &mut SweepReport,
+    ) {
+        let attempts = draft.attempts_counted(killed);
+        let error = if killed {
+            format!(
+                "its last run ended without a word: the process died (out of memory or killed) before it could say why{}",
+                draft.last_error.as_deref().map(|e| format!("; before that: {e}")).unwrap_or_default()
+            )
+        } else {
+            draft.last_error.clone().unwrap_or_default()
+        };
+        let update = DraftUpdate::NeedsReview {
+            error: error.clone(),
+        };
+        if lane
+            .note(key, dl, &update, &[draft.status], "needs_review")
+            .await
+        {
+            report.needs_review.push(key.to_string());
+            let mut marked = draft.clone();
+            marked.attempts = attempts;
+            marked.started = false;
+            marked.last_error = Some(error);
+            marked.status = DraftStatus::NeedsReview;
+            marked.reminded = false;
+            marked.updated_at = now;
+            self.tell_if_waiting(lane, key, dl, &marked, now, report)
+                .await;
+        }
+    }
+
+    /// What still waits for a person after this sweep. A sweep that changed nothing (the
+    /// usual one) answers from its own listing; one that ran or marked drafts lists again,
+    /// with the parked scheduled drafts it listed (never run).
+    async fn still_waiting(
+        &self,
+        dl: &Deadline,
+        drafts: Vec<(Arc<Lane>, Draft)>,
+        mut parked: Vec<Parked>,
+        changed: bool,
+        now: i64,
+    ) -> Vec<Waiting> {
         let drafts: Vec<(Arc<Lane>, Draft)> = drafts
             .into_iter()
             .filter(|(_, d)| d.status != DraftStatus::Scheduled)
             .collect();
         if !changed {
-            report.waiting = self.with_parked(self.waiting_in(&drafts, now), &parked);
-        } else {
-            // Listed again, with the parked scheduled drafts this sweep listed (never run).
-            parked.retain(|p| p.draft.status == DraftStatus::Scheduled);
-            match self.waiting_with(dl, parked).await {
-                Ok(waiting) => report.waiting = waiting,
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not list the drafts that wait for a person")
-                }
+            return self.with_parked(self.waiting_in(&drafts, now), &parked);
+        }
+        parked.retain(|p| p.draft.status == DraftStatus::Scheduled);
+        match self.waiting_with(dl, parked).await {
+            Ok(waiting) => waiting,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the drafts that wait for a person");
+                Vec::new()
             }
         }
-        self.tell_lapsing_credentials(now).await;
-        Ok(report)
     }
 
     /// Tells the owner, once per step, of a stored credential about to lapse
