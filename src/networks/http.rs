@@ -266,11 +266,29 @@ impl std::fmt::Debug for Transport {
     }
 }
 
-/// Shows `request` as a dry run's block: its URL as people read it (not percent-encoded, so a
-/// placeholder reads `<NAME>`), its headers (a multipart type without its boundary), and `lines` or its
-/// JSON body.
+/// A URL as people read it: not percent-encoded, so a placeholder reads `<NAME>`; the query
+/// decoded as the form it is (`+` a space).
+fn readable_url(url: &reqwest::Url) -> String {
+    let mut base = url.clone();
+    base.set_query(None);
+    let mut out = percent_encoding::percent_decode_str(base.as_str())
+        .decode_utf8_lossy()
+        .into_owned();
+    if url.query().is_some() {
+        let pairs: Vec<String> = url
+            .query_pairs()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// Shows `request` as a dry run's block: its URL as people read it ([`readable_url`]), its
+/// headers (a multipart type without its boundary), and `lines` or its JSON body.
 fn show_request(request: &reqwest::Request, lines: Option<Vec<String>>) {
-    let url = percent_encoding::percent_decode_str(request.url().as_str()).decode_utf8_lossy();
+    let url = readable_url(request.url());
     let headers: Vec<(String, String)> = request
         .headers()
         .iter()
