@@ -382,6 +382,20 @@ mod tests {
     }
 
     #[test]
+    fn a_shown_url_reads_as_people_read_it() {
+        let url = reqwest::Url::parse(
+            "https://pds.example/xrpc/com.atproto.repo.getRecord?repo=%3Csession+did%3E&rkey=3k",
+        )
+        .unwrap();
+        assert_eq!(
+            readable_url(&url),
+            "https://pds.example/xrpc/com.atproto.repo.getRecord?repo=<session did>&rkey=3k"
+        );
+        let url = reqwest::Url::parse("https://m.example/api/v1/accounts/%3Cid%3E/statuses").unwrap();
+        assert_eq!(readable_url(&url), "https://m.example/api/v1/accounts/<id>/statuses");
+    }
+
+    #[test]
     fn a_2xx_body_that_is_not_json_leaves_the_call_in_doubt() {
         let a = Answer {
             status: 200,

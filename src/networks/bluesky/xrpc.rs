@@ -98,19 +98,27 @@ impl BlueskyAdapter {
         body: Body,
     ) -> Result<Answer, PostError> {
         let url = format!("{}/xrpc/{nsid}", self.pds);
-        let mut req = self.http.request(method, &url);
+        let mut req = self.transport.client().request(method, &url);
         if !query.is_empty() {
             req = req.query(query);
         }
         if let Some(token) = bearer {
             req = req.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
         }
-        req = match body {
-            Body::None => req,
-            Body::Json(v) => req.json(&v),
-            Body::Bytes(b, content_type) => req.header(CONTENT_TYPE, content_type).body(b),
+        let (req, shown) = match body {
+            Body::None => (req, None),
+            Body::Json(v) => (req.json(&v), None),
+            Body::Bytes(b, content_type) => {
+                let shown = vec![format!("<{} bytes>", b.len())];
+                (req.header(CONTENT_TYPE, content_type).body(b), Some(shown))
+            }
         };
-        read(req.send().await.map_err(transport)?).await
+        let resp = self
+            .transport
+            .send_showing(req, || shown)
+            .await
+            .map_err(transport)?;
+        read(resp).await
     }
 }
 
