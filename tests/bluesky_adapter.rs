@@ -229,10 +229,12 @@ async fn an_image_over_the_blob_limit_is_refused_before_any_call() {
     );
     assert_eq!(fake.requests(), 0, "no request reached the PDS");
     // The dry run refuses it too.
-    assert!(BlueskyAdapter::dry_run(reqwest::Client::new(), &fake.uri(), None)
-        .upload(&big)
-        .await
-        .is_err());
+    assert!(
+        BlueskyAdapter::dry_run(reqwest::Client::new(), &fake.uri(), None)
+            .upload(&big)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]

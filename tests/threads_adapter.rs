@@ -14,9 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use postonce::config::Secret;
 use postonce::networks::capabilities::{Counting as CapCounting, Idempotency};
-use postonce::networks::threads::{
-    creation_id, media_ref, prepared, text, ThreadsAdapter,
-};
+use postonce::networks::threads::{creation_id, media_ref, prepared, text, ThreadsAdapter};
 use postonce::networks::{Media, Network, NetworkAdapter, PostError, PreparedPost};
 use serde_json::json;
 use support::images::ImageHost;

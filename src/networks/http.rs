@@ -275,10 +275,7 @@ fn readable_url(url: &reqwest::Url) -> String {
         .decode_utf8_lossy()
         .into_owned();
     if url.query().is_some() {
-        let pairs: Vec<String> = url
-            .query_pairs()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let pairs: Vec<String> = url.query_pairs().map(|(k, v)| format!("{k}={v}")).collect();
         out.push('?');
         out.push_str(&pairs.join("&"));
     }
@@ -391,8 +388,12 @@ mod tests {
             readable_url(&url),
             "https://pds.example/xrpc/com.atproto.repo.getRecord?repo=<session did>&rkey=3k"
         );
-        let url = reqwest::Url::parse("https://m.example/api/v1/accounts/%3Cid%3E/statuses").unwrap();
-        assert_eq!(readable_url(&url), "https://m.example/api/v1/accounts/<id>/statuses");
+        let url =
+            reqwest::Url::parse("https://m.example/api/v1/accounts/%3Cid%3E/statuses").unwrap();
+        assert_eq!(
+            readable_url(&url),
+            "https://m.example/api/v1/accounts/<id>/statuses"
+        );
     }
 
     #[test]
