@@ -55,7 +55,7 @@ use wire::{
     address, blob_cid, blob_link, check_blob_size, is_blob_of, prepared, record_blob, same_blob,
     uri_authority,
 };
-use xrpc::{before_put, local_refusal, Body};
+use xrpc::{before_put, local_refusal, Body, Xrpc};
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Bluesky";
@@ -255,7 +255,7 @@ impl BlueskyAdapter {
                 Body::Bytes(media.bytes.clone(), media.content_type),
             )
             .await?;
-        let v = answer.json(Op::Upload)?;
+        let v = answer.result(Op::Upload)?;
         match v.get("blob") {
             Some(blob) if blob_link(blob).is_some() => Ok(blob.clone()),
             _ => Err(PostError::InDoubt {
@@ -335,7 +335,7 @@ impl BlueskyAdapter {
         let status = answer.status;
         let at = format!("at://{}/{collection}/{rkey}", session.did);
         let swap = status == 400 && answer.error_name() == "InvalidSwap";
-        let v = answer.json(Op::Put).map_err(|e| match e {
+        let v = answer.result(Op::Put).map_err(|e| match e {
             // Name the key: the owner can look at what is there.
             PostError::Rejected {
                 status, message, ..
@@ -463,7 +463,7 @@ impl NetworkAdapter for BlueskyAdapter {
         if answer.status == 400 && answer.error_name() == "RecordNotFound" {
             return Ok(None);
         }
-        let v = answer.json(Op::Get)?;
+        let v = answer.result(Op::Get)?;
         let uri = v.get("uri").and_then(Value::as_str).map_or_else(
             || format!("at://{}/{collection}/{rkey}", session.did),
             str::to_owned,
@@ -499,7 +499,7 @@ impl NetworkAdapter for BlueskyAdapter {
                 Body::None,
             )
             .await?;
-        let v = answer.json(Op::Check)?;
+        let v = answer.result(Op::Check)?;
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?");
         Ok(format!("Bluesky: @{} ({})", s("handle"), s("did")))
     }
