@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::networks::bluesky::{BlueskyAdapter, BlueskyDryRun};
+use postonce::networks::bluesky::BlueskyAdapter;
 use postonce::networks::{Created, Media, MediaRef, NetworkAdapter, PostError, PreparedPost};
 use serde_json::{json, Value};
 use support::bluesky::{blob_cid, BlueskyFake, Mode, APP_PASSWORD, DID, HANDLE};
@@ -229,10 +229,12 @@ async fn an_image_over_the_blob_limit_is_refused_before_any_call() {
     );
     assert_eq!(fake.requests(), 0, "no request reached the PDS");
     // The dry run refuses it too.
-    assert!(BlueskyDryRun::new(&fake.uri(), None)
-        .upload(&big)
-        .await
-        .is_err());
+    assert!(
+        BlueskyAdapter::dry_run(reqwest::Client::new(), &fake.uri(), None)
+            .upload(&big)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -728,14 +730,15 @@ async fn secrets_never_appear_in_debug_or_errors() {
 #[tokio::test]
 async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let fake = BlueskyFake::start().await;
-    let b = BlueskyDryRun::new(&fake.uri(), Some(HANDLE));
+    let b = BlueskyAdapter::dry_run(reqwest::Client::new(), &fake.uri(), Some(HANDLE));
     assert!(b.is_dry_run());
     assert!(b.capabilities().client_chosen_id());
     let m = b.upload(&media(Some("alt"))).await.unwrap();
+    // The blob's CID is the bytes' own, as a PDS answers it: the create checks it.
     assert!(m.0["blob"]["ref"]["$link"]
         .as_str()
         .unwrap()
-        .starts_with("dryrun-"));
+        .starts_with("bafkrei"));
     assert_eq!(m.0["aspectRatio"], json!({"width": 1200, "height": 627}));
     let p = b.prepare("hello https://example.com", &m, "k");
     assert_eq!(p.body["repo"], json!(HANDLE));

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use postonce::config::Secret;
-use postonce::networks::mastodon::{create_body, MastodonAdapter, MastodonDryRun};
+use postonce::networks::mastodon::{create_body, MastodonAdapter};
 use postonce::networks::{Media, MediaRef, NetworkAdapter, PostError, PreparedPost};
 use serde_json::json;
 use support::images::png_bytes;
@@ -706,7 +706,7 @@ async fn the_token_never_appears_in_debug_or_errors() {
 async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let fake = MastodonFake::start().await;
     support::env::capture_logs();
-    let m = MastodonDryRun::new(&fake.uri());
+    let m = MastodonAdapter::dry_run(reqwest::Client::new(), &fake.uri());
     assert!(m.is_dry_run());
     assert_eq!(m.max_text(), 500);
     let uploaded = m.upload(&media(Some("alt"))).await.unwrap();

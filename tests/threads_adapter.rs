@@ -14,9 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use postonce::config::Secret;
 use postonce::networks::capabilities::{Counting as CapCounting, Idempotency};
-use postonce::networks::threads::{
-    creation_id, media_ref, prepared, text, ThreadsAdapter, ThreadsDryRun,
-};
+use postonce::networks::threads::{creation_id, media_ref, prepared, text, ThreadsAdapter};
 use postonce::networks::{Media, Network, NetworkAdapter, PostError, PreparedPost};
 use serde_json::json;
 use support::images::ImageHost;
@@ -644,7 +642,7 @@ async fn the_count_takes_the_larger_reading_and_the_fake_agrees() {
 async fn the_dry_run_sends_nothing_and_marks_its_ids() {
     let fake = ThreadsFake::start().await;
     support::env::capture_logs();
-    let d = ThreadsDryRun::new(&fake.uri(), "");
+    let d = ThreadsAdapter::dry_run(reqwest::Client::new(), &fake.uri(), "");
     assert!(d.is_dry_run());
     assert_eq!(d.max_text(), 500);
     let post = prepared("hello", &media_ref(Some("alt")));

@@ -266,11 +266,26 @@ impl std::fmt::Debug for Transport {
     }
 }
 
-/// Shows `request` as a dry run's block: its URL as people read it (not percent-encoded, so a
-/// placeholder reads `<NAME>`), its headers (a multipart type without its boundary), and `lines` or its
-/// JSON body.
+/// A URL as people read it: not percent-encoded, so a placeholder reads `<NAME>`; the query
+/// decoded as the form it is (`+` a space).
+fn readable_url(url: &reqwest::Url) -> String {
+    let mut base = url.clone();
+    base.set_query(None);
+    let mut out = percent_encoding::percent_decode_str(base.as_str())
+        .decode_utf8_lossy()
+        .into_owned();
+    if url.query().is_some() {
+        let pairs: Vec<String> = url.query_pairs().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// Shows `request` as a dry run's block: its URL as people read it ([`readable_url`]), its
+/// headers (a multipart type without its boundary), and `lines` or its JSON body.
 fn show_request(request: &reqwest::Request, lines: Option<Vec<String>>) {
-    let url = percent_encoding::percent_decode_str(request.url().as_str()).decode_utf8_lossy();
+    let url = readable_url(request.url());
     let headers: Vec<(String, String)> = request
         .headers()
         .iter()
@@ -361,6 +376,24 @@ mod tests {
         });
         assert_eq!(e.to_string(), "X refused (401): token <TOKEN> revoked");
         assert!(!format!("{r:?}").contains("tok-123"));
+    }
+
+    #[test]
+    fn a_shown_url_reads_as_people_read_it() {
+        let url = reqwest::Url::parse(
+            "https://pds.example/xrpc/com.atproto.repo.getRecord?repo=%3Csession+did%3E&rkey=3k",
+        )
+        .unwrap();
+        assert_eq!(
+            readable_url(&url),
+            "https://pds.example/xrpc/com.atproto.repo.getRecord?repo=<session did>&rkey=3k"
+        );
+        let url =
+            reqwest::Url::parse("https://m.example/api/v1/accounts/%3Cid%3E/statuses").unwrap();
+        assert_eq!(
+            readable_url(&url),
+            "https://m.example/api/v1/accounts/<id>/statuses"
+        );
     }
 
     #[test]

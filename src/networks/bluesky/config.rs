@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{BlueskyAdapter, BlueskyDryRun, DEFAULT_PDS};
+use super::{BlueskyAdapter, DEFAULT_PDS};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
@@ -91,7 +91,11 @@ impl NetworkConfig for BlueskyConfig {
 
     async fn adapter(&self, context: &Context<'_>) -> Result<Arc<dyn NetworkAdapter>, String> {
         let Some((identifier, password)) = &self.credentials else {
-            return Ok(Arc::new(BlueskyDryRun::new(&self.pds_url, None)));
+            return Ok(Arc::new(BlueskyAdapter::dry_run(
+                context.http.clone(),
+                &self.pds_url,
+                None,
+            )));
         };
         let adapter = BlueskyAdapter::new(
             context.http.clone(),

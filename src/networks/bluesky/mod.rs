@@ -12,18 +12,18 @@
 //! no policy: the pipeline decides. Here: the adapter; `session.rs` the login, refresh and the
 //! stored session; `xrpc.rs` the calls and what their answers mean; `wire.rs` the record key,
 //! the record and its blob; `text.rs` the text limit and the facets; [`config`] the
-//! variables; `dry_run.rs` [`BlueskyDryRun`], the variant without credentials.
+//! variables. Without credentials it is a dry run ([`BlueskyAdapter::dry_run`]): the same
+//! adapter on the dry [`Transport`], its requests shown instead of sent, answered by
+//! [`dry_answer`].
 
 pub mod auth;
 pub mod config;
-mod dry_run;
 mod session;
 mod text;
 mod wire;
 mod xrpc;
 
 pub use config::DEFINITION;
-pub use dry_run::BlueskyDryRun;
 pub use session::SESSION_NAME;
 pub use text::{
     facets, grapheme_len, links, tags, text_len, Link, Tag, MAX_TAG_BYTES, MAX_TAG_GRAPHEMES,
@@ -43,6 +43,8 @@ use tokio::sync::Mutex;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::image::{Format, Formats};
+use crate::networks::http::Transport;
+use crate::networks::show::dry_id;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
     SessionStore,
@@ -50,10 +52,10 @@ use crate::networks::{
 use crate::vars::Secret;
 use session::Session;
 use wire::{
-    address, blob_link, check_blob_size, is_blob_of, prepared, record_blob, same_blob,
+    address, blob_cid, blob_link, check_blob_size, is_blob_of, prepared, record_blob, same_blob,
     uri_authority,
 };
-use xrpc::{before_put, local_refusal, Body};
+use xrpc::{before_put, local_refusal, Body, Xrpc};
 
 /// How [`PostError`]s name this network.
 pub const NETWORK: &str = "Bluesky";
@@ -161,7 +163,7 @@ impl PutAnswer {
 
 /// Publishes to Bluesky through the account's PDS, logged in with an app password.
 pub struct BlueskyAdapter {
-    http: reqwest::Client,
+    transport: Transport,
     pds: String,
     identifier: String,
     password: Secret,
@@ -198,8 +200,34 @@ impl BlueskyAdapter {
         identifier: &str,
         app_password: Secret,
     ) -> Self {
+        Self::with_transport(Transport::real(http), pds_url, identifier, app_password)
+    }
+
+    /// The adapter without credentials: it sends nothing, shows the exact requests it would
+    /// send (the app password and the session's tokens as placeholders) and answers ids marked
+    /// `dryrun-` ([`dry_answer`]). `identifier`: `BLUESKY_IDENTIFIER` when set without a
+    /// password.
+    pub fn dry_run(http: reqwest::Client, pds_url: &str, identifier: Option<&str>) -> Self {
+        let identifier = identifier
+            .map(|i| i.trim().trim_start_matches('@'))
+            .filter(|i| !i.is_empty())
+            .unwrap_or("<BLUESKY_IDENTIFIER>");
+        Self::with_transport(
+            Transport::dry(http, Arc::new(dry_answer)),
+            pds_url,
+            identifier,
+            Secret::new("<BLUESKY_APP_PASSWORD>"),
+        )
+    }
+
+    fn with_transport(
+        transport: Transport,
+        pds_url: &str,
+        identifier: &str,
+        app_password: Secret,
+    ) -> Self {
         Self {
-            http,
+            transport,
             pds: pds_url.trim_end_matches('/').to_owned(),
             identifier: identifier.trim().trim_start_matches('@').to_owned(),
             password: app_password,
@@ -227,7 +255,7 @@ impl BlueskyAdapter {
                 Body::Bytes(media.bytes.clone(), media.content_type),
             )
             .await?;
-        let v = answer.json(Op::Upload)?;
+        let v = answer.result(Op::Upload)?;
         match v.get("blob") {
             Some(blob) if blob_link(blob).is_some() => Ok(blob.clone()),
             _ => Err(PostError::InDoubt {
@@ -307,7 +335,7 @@ impl BlueskyAdapter {
         let status = answer.status;
         let at = format!("at://{}/{collection}/{rkey}", session.did);
         let swap = status == 400 && answer.error_name() == "InvalidSwap";
-        let v = answer.json(Op::Put).map_err(|e| match e {
+        let v = answer.result(Op::Put).map_err(|e| match e {
             // Name the key: the owner can look at what is there.
             PostError::Rejected {
                 status, message, ..
@@ -350,7 +378,7 @@ impl NetworkAdapter for BlueskyAdapter {
     }
 
     fn is_dry_run(&self) -> bool {
-        false
+        self.transport.is_dry_run()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -435,7 +463,7 @@ impl NetworkAdapter for BlueskyAdapter {
         if answer.status == 400 && answer.error_name() == "RecordNotFound" {
             return Ok(None);
         }
-        let v = answer.json(Op::Get)?;
+        let v = answer.result(Op::Get)?;
         let uri = v.get("uri").and_then(Value::as_str).map_or_else(
             || format!("at://{}/{collection}/{rkey}", session.did),
             str::to_owned,
@@ -460,6 +488,9 @@ impl NetworkAdapter for BlueskyAdapter {
     /// Logs in (`createSession`, unless the process has a session) and reads
     /// `getSession` with the access token.
     async fn check(&self) -> Result<String, PostError> {
+        if self.transport.is_dry_run() {
+            return Ok("dry run: BLUESKY_IDENTIFIER and BLUESKY_APP_PASSWORD are not both set, nothing is sent to Bluesky".into());
+        }
         let (_, answer) = self
             .authed(
                 Method::GET,
@@ -468,8 +499,51 @@ impl NetworkAdapter for BlueskyAdapter {
                 Body::None,
             )
             .await?;
-        let v = answer.json(Op::Check)?;
+        let v = answer.result(Op::Check)?;
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?");
         Ok(format!("Bluesky: @{} ({})", s("handle"), s("did")))
+    }
+}
+
+/// What a PDS answers a dry run: a session whose tokens and DID are placeholders (a dry run has
+/// no account), the blob's CID as a PDS computes it, the record's ids marked, no record found
+/// at the key.
+fn dry_answer(request: &reqwest::Request) -> (u16, Value) {
+    let nsid = request.url().path().trim_start_matches("/xrpc/");
+    match nsid {
+        "com.atproto.server.createSession" | "com.atproto.server.refreshSession" => (
+            200,
+            json!({
+                "accessJwt": "<accessJwt from createSession>",
+                "refreshJwt": "<refreshJwt from createSession>",
+                "did": "<session did>",
+                "handle": "<handle>",
+            }),
+        ),
+        "com.atproto.repo.uploadBlob" => {
+            let mime = request
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let bytes = request
+                .body()
+                .and_then(reqwest::Body::as_bytes)
+                .unwrap_or_default();
+            // Content-addressed, as a PDS answers it: not made up, so not marked (the
+            // create checks that the blob is the one of its bytes).
+            let link = blob_cid(bytes);
+            let blob = json!({"$type": "blob", "ref": {"$link": link}, "mimeType": mime, "size": bytes.len()});
+            (200, json!({ "blob": blob }))
+        }
+        "com.atproto.repo.putRecord" => (
+            200,
+            json!({"uri": dry_id(), "cid": dry_id(), "commit": {"cid": dry_id(), "rev": "<rev>"}}),
+        ),
+        "com.atproto.repo.getRecord" => (
+            400,
+            json!({"error": "RecordNotFound", "message": "Could not locate record"}),
+        ),
+        _ => (200, json!({"did": "<session did>", "handle": "<handle>"})),
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::xrpc::{Answer, Body, Op};
+use super::xrpc::{Answer, Body, Op, Xrpc};
 use super::{BlueskyAdapter, NETWORK};
 use crate::networks::{PostError, SessionStore};
 use crate::vars::Secret;
@@ -179,7 +179,7 @@ impl BlueskyAdapter {
                 Body::Json(body),
             )
             .await?;
-        let session = session_from(&answer.json(Op::Login)?)?;
+        let session = session_from(&answer.result(Op::Login)?)?;
         tracing::info!(did = %session.did, handle = %session.handle, "Bluesky: logged in with the app password");
         Ok(session)
     }
@@ -195,7 +195,7 @@ impl BlueskyAdapter {
                 Body::None,
             )
             .await?;
-        session_from(&answer.json(Op::Refresh)?)
+        session_from(&answer.result(Op::Refresh)?)
     }
 
     /// The process's session: the one it has, else the kept one (refreshed when a call finds

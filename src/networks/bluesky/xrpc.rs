@@ -37,32 +37,37 @@ pub(super) enum Body {
     Bytes(Bytes, &'static str),
 }
 
-/// A non-streamed answer.
-pub(super) struct Answer {
-    pub(super) status: u16,
-    headers: HeaderMap,
-    body: String,
+/// An XRPC answer: the answer every network reads ([`http::Answer`]), read the XRPC way.
+pub(super) use crate::networks::http::Answer;
+
+/// What an XRPC answer says: its error's name, whether the token was refused, and its 2xx
+/// body or what its failure means.
+pub(super) trait Xrpc {
+    fn error_name(&self) -> String;
+    fn token_refused(&self) -> bool;
+    fn result(self, op: Op) -> Result<Value, PostError>;
 }
 
-impl Answer {
-    pub(super) fn error_name(&self) -> String {
-        serde_json::from_str::<Value>(&self.body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+impl Xrpc for Answer {
+    fn error_name(&self) -> String {
+        self.error_json()
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
             .unwrap_or_default()
     }
 
     /// The access token was refused: expired (400 `ExpiredToken`), not verifiable (400
     /// `InvalidToken`) or any 401.
-    pub(super) fn token_refused(&self) -> bool {
+    fn token_refused(&self) -> bool {
         self.status == 401
             || (self.status == 400
                 && matches!(self.error_name().as_str(), "ExpiredToken" | "InvalidToken"))
     }
 
     /// The 2xx answer's JSON, or the answer described as a [`PostError`].
-    pub(super) fn json(self, op: Op) -> Result<Value, PostError> {
-        if (200..300).contains(&self.status) {
+    fn result(self, op: Op) -> Result<Value, PostError> {
+        if self.is_success() {
             return serde_json::from_str(&self.body).map_err(|_| PostError::InDoubt {
                 network: NETWORK,
                 message: format!(
@@ -75,19 +80,6 @@ impl Answer {
     }
 }
 
-async fn read(resp: reqwest::Response) -> Result<Answer, PostError> {
-    let http::Answer {
-        status,
-        headers,
-        body,
-    } = http::Answer::read(NETWORK, resp).await?;
-    Ok(Answer {
-        status,
-        headers,
-        body,
-    })
-}
-
 impl BlueskyAdapter {
     pub(super) async fn xrpc(
         &self,
@@ -98,19 +90,27 @@ impl BlueskyAdapter {
         body: Body,
     ) -> Result<Answer, PostError> {
         let url = format!("{}/xrpc/{nsid}", self.pds);
-        let mut req = self.http.request(method, &url);
+        let mut req = self.transport.client().request(method, &url);
         if !query.is_empty() {
             req = req.query(query);
         }
         if let Some(token) = bearer {
             req = req.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
         }
-        req = match body {
-            Body::None => req,
-            Body::Json(v) => req.json(&v),
-            Body::Bytes(b, content_type) => req.header(CONTENT_TYPE, content_type).body(b),
+        let (req, shown) = match body {
+            Body::None => (req, None),
+            Body::Json(v) => (req.json(&v), None),
+            Body::Bytes(b, content_type) => {
+                let shown = vec![format!("<{} bytes>", b.len())];
+                (req.header(CONTENT_TYPE, content_type).body(b), Some(shown))
+            }
         };
-        read(req.send().await.map_err(transport)?).await
+        let resp = self
+            .transport
+            .send_showing(req, || shown)
+            .await
+            .map_err(transport)?;
+        Answer::read(NETWORK, resp).await
     }
 }
 

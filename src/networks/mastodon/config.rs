@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{MastodonAdapter, MastodonDryRun, MIN_BUDGET};
+use super::{MastodonAdapter, MIN_BUDGET};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
@@ -117,7 +117,8 @@ impl NetworkConfig for MastodonConfig {
 
     async fn adapter(&self, context: &Context<'_>) -> Result<Arc<dyn NetworkAdapter>, String> {
         let (Some(url), Some(token)) = (&self.url, &self.token) else {
-            return Ok(Arc::new(MastodonDryRun::new(
+            return Ok(Arc::new(MastodonAdapter::dry_run(
+                context.http.clone(),
                 self.url.as_deref().unwrap_or("https://mastodon.example"),
             )));
         };

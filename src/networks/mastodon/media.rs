@@ -104,7 +104,11 @@ impl MastodonAdapter {
             }
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(POLL_MAX);
-            let resp = self.get(&path).send().await.map_err(transport)?;
+            let resp = self
+                .transport
+                .send(self.get(&path))
+                .await
+                .map_err(transport)?;
             let (a, _) = answer(resp, Op::Upload).await?;
             match a.status {
                 206 => {}
@@ -176,10 +180,21 @@ impl MastodonAdapter {
         if let Some(alt) = media.alt.as_deref().filter(|a| !a.trim().is_empty()) {
             form = form.text("description", alt.to_owned());
         }
+        let shown = || {
+            let mut lines = vec![format!(
+                "file=<{} bytes {}, filename {}>",
+                media.bytes.len(),
+                media.content_type,
+                file_name(media.content_type)
+            )];
+            if let Some(alt) = media.alt.as_deref().filter(|a| !a.trim().is_empty()) {
+                lines.push(format!("description={alt:?}"));
+            }
+            Some(lines)
+        };
         let resp = self
-            .post("/api/v2/media")
-            .multipart(form)
-            .send()
+            .transport
+            .send_showing(self.post("/api/v2/media").multipart(form), shown)
             .await
             .map_err(transport)?;
         let (a, v) = answer(resp, Op::Upload).await?;

@@ -15,7 +15,8 @@
 //! - `text.rs`: how a status's length is counted ([`status_len`]), and a status read back made
 //!   comparable to the text sent;
 //! - `media.rs`: the image upload and the wait for its processing, resumed by the next try;
-//! - `dry_run.rs`: [`MastodonDryRun`], the variant without credentials.
+//! - without credentials it is a dry run ([`MastodonAdapter::dry_run`]): the same adapter on
+//!   the dry [`Transport`], its requests shown instead of sent, answered by [`dry_answer`].
 //!
 //! The access token travels only in the `Authorization` header; it never reaches a `Debug`
 //! output, an error message or a log line (every message leaving the adapter is passed through
@@ -23,7 +24,6 @@
 
 pub mod auth;
 pub mod config;
-mod dry_run;
 mod media;
 mod text;
 mod wire;
@@ -32,7 +32,6 @@ mod wire;
 mod tests;
 
 pub use config::DEFINITION;
-pub use dry_run::MastodonDryRun;
 pub use text::{comparable, plain_text, status_len, status_text};
 pub use wire::{
     canonical_json, classify, create_body, idempotency_key, next_max_id, parse_time_ms,
@@ -44,7 +43,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
 use media::InProcessing;
@@ -52,7 +51,8 @@ use wire::{answer, created_from, local_refusal, prepared, transport, Limits};
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::image::{Format, Formats};
-use crate::networks::http::Redactor;
+use crate::networks::http::{Redactor, Transport};
+use crate::networks::show::dry_id;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -124,7 +124,7 @@ fn capabilities(limits: &Limits) -> Capabilities {
 
 /// Publishes to one Mastodon account through its instance's REST API.
 pub struct MastodonAdapter {
-    http: reqwest::Client,
+    transport: Transport,
     base: String,
     token: Secret,
     /// Keeps the token out of every message leaving the adapter.
@@ -160,8 +160,24 @@ impl MastodonAdapter {
     /// `http` the process's shared client ([`crate::app::http_client`]); `token` a user access
     /// token with the scopes [`SCOPES`].
     pub fn new(http: reqwest::Client, instance_url: &str, token: Secret) -> Self {
+        Self::with_transport(Transport::real(http), instance_url, token)
+    }
+
+    /// The adapter without credentials: it sends nothing, shows the exact requests it would
+    /// send (the token as a placeholder) and answers ids marked `dryrun-` ([`dry_answer`]).
+    pub fn dry_run(http: reqwest::Client, instance_url: &str) -> Self {
+        let base = instance_url.trim().trim_end_matches('/').to_owned();
+        let answers = std::sync::Arc::new(move |r: &reqwest::Request| dry_answer(&base, r));
+        Self::with_transport(
+            Transport::dry(http, answers),
+            instance_url,
+            Secret::new(TOKEN_PLACEHOLDER),
+        )
+    }
+
+    fn with_transport(transport: Transport, instance_url: &str, token: Secret) -> Self {
         Self {
-            http,
+            transport,
             base: instance_url.trim().trim_end_matches('/').to_owned(),
             redactor: Redactor::default().hide(&token, TOKEN_PLACEHOLDER),
             token,
@@ -238,8 +254,8 @@ impl MastodonAdapter {
         let result = async {
             // Public, but an instance in limited-federation mode wants a token.
             let resp = self
-                .get("/api/v2/instance")
-                .send()
+                .transport
+                .send(self.get("/api/v2/instance"))
                 .await
                 .map_err(transport)?;
             let (_, v) = answer(resp, Op::Instance).await?;
@@ -254,13 +270,15 @@ impl MastodonAdapter {
     }
 
     fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http
+        self.transport
+            .client()
             .get(format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
     }
 
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http
+        self.transport
+            .client()
             .post(format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
     }
@@ -268,8 +286,8 @@ impl MastodonAdapter {
     /// `GET /api/v1/accounts/verify_credentials`.
     async fn verify_credentials(&self, op: Op) -> Result<Account, PostError> {
         let resp = self
-            .get("/api/v1/accounts/verify_credentials")
-            .send()
+            .transport
+            .send(self.get("/api/v1/accounts/verify_credentials"))
             .await
             .map_err(transport)?;
         let (_, v) = answer(resp, op).await?;
@@ -301,13 +319,11 @@ impl MastodonAdapter {
                 "the prepared request carries no Idempotency-Key; prepare the post again".into(),
             ));
         };
-        let resp = self
+        let req = self
             .post("/api/v1/statuses")
             .header("Idempotency-Key", key)
-            .json(&post.body)
-            .send()
-            .await
-            .map_err(transport)?;
+            .json(&post.body);
+        let resp = self.transport.send(req).await.map_err(transport)?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             return Err(answer(resp, Op::Create).await.err().unwrap_or_else(|| {
@@ -350,7 +366,18 @@ impl MastodonAdapter {
                 path.push_str("&max_id=");
                 path.push_str(&utf8_percent_encode(m, NON_ALPHANUMERIC).to_string());
             }
-            let resp = self.get(&path).send().await.map_err(transport)?;
+            let note = || {
+                Some(vec![format!(
+                    "(back to {}, looking for the text {:?})",
+                    crate::record::rfc3339(since),
+                    post.text
+                )])
+            };
+            let resp = self
+                .transport
+                .send_showing(self.get(&path), note)
+                .await
+                .map_err(transport)?;
             let (a, page) = answer(resp, Op::Read).await?;
             let statuses = page.as_array().map(Vec::as_slice).unwrap_or_default();
             let mut reached_older = false;
@@ -402,7 +429,7 @@ impl NetworkAdapter for MastodonAdapter {
     }
 
     fn is_dry_run(&self) -> bool {
-        false
+        self.transport.is_dry_run()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -449,6 +476,9 @@ impl NetworkAdapter for MastodonAdapter {
 
     /// `GET /api/v1/accounts/verify_credentials`.
     async fn check(&self) -> Result<String, PostError> {
+        if self.transport.is_dry_run() {
+            return Ok("dry run: MASTODON_URL and MASTODON_ACCESS_TOKEN are not both set, nothing is sent to Mastodon".into());
+        }
         let account = self
             .verify_credentials(Op::Check)
             .await
@@ -460,5 +490,24 @@ impl NetworkAdapter for MastodonAdapter {
         let line = format!("Mastodon: @{}@{host}", account.username);
         let _ = self.account.set(account);
         Ok(line)
+    }
+}
+
+/// What an instance answers a dry run: the upload's and the status's ids marked (the upload
+/// processed at once, so it is not polled), the account a placeholder (a dry run has none),
+/// no status found.
+fn dry_answer(base: &str, request: &reqwest::Request) -> (u16, Value) {
+    let path = request.url().path();
+    match (request.method().as_str(), path) {
+        ("POST", "/api/v2/media") => (200, json!({"id": dry_id(), "type": "image"})),
+        ("POST", "/api/v1/statuses") => {
+            let id = dry_id();
+            (200, json!({"id": id, "url": format!("{base}/web/statuses/{id}")}))
+        }
+        (_, "/api/v1/accounts/verify_credentials") => {
+            (200, json!({"id": "<id>", "username": "<username>"}))
+        }
+        _ if path.ends_with("/statuses") => (200, json!([])),
+        _ => (200, json!({})),
     }
 }

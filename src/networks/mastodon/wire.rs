@@ -20,8 +20,8 @@ use crate::networks::{Created, MediaRef, PostError, PreparedPost};
 
 // The request.
 
-/// The `POST /api/v1/statuses` body (shared by [`MastodonAdapter`](super::MastodonAdapter) and
-/// [`MastodonDryRun`](super::MastodonDryRun)). The media id goes in as the [`MediaRef`] holds
+/// The `POST /api/v1/statuses` body (of [`MastodonAdapter`](super::MastodonAdapter), a dry
+/// run's included). The media id goes in as the [`MediaRef`] holds
 /// it, so a foreign reference is refused by the server rather than dropped.
 pub fn create_body(text: &str, media: &MediaRef, language: Option<&str>) -> Value {
     let mut body = json!({

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{ThreadsAdapter, ThreadsDryRun, DEFAULT_API_URL, DEFAULT_USER};
+use super::{ThreadsAdapter, DEFAULT_API_URL, DEFAULT_USER};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
@@ -95,7 +95,11 @@ impl NetworkConfig for ThreadsConfig {
                 ThreadsAdapter::new(context.http.clone(), &self.api_url, &self.user, token.clone())
                     .with_budget(self.budget),
             ),
-            None => Arc::new(ThreadsDryRun::new(&self.api_url, &self.user)),
+            None => Arc::new(ThreadsAdapter::dry_run(
+                context.http.clone(),
+                &self.api_url,
+                &self.user,
+            )),
         })
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::wire::{self, answer, local_refusal, transport, ContainerStatus, ListPage, Op, NETWORK};
+use super::wire::{self, answer, local_refusal, ContainerStatus, ListPage, Op, NETWORK};
 use super::publish::cannot_publish;
 use super::{creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
 use crate::networks::{Created, PostError, PreparedPost};
@@ -57,11 +57,7 @@ impl ThreadsAdapter {
             if let Some(a) = &after {
                 query.push(("after", a.as_str()));
             }
-            let resp = self
-                .get(&self.user_path("threads"), &query)
-                .send()
-                .await
-                .map_err(transport)?;
+            let resp = self.send(self.get(&self.user_path("threads"), &query)).await?;
             let page = ListPage::parse(&answer(resp, Op::List).await?);
             let mut reached_older = false;
             for p in &page.posts {
@@ -124,13 +120,11 @@ impl ThreadsAdapter {
     pub async fn publishing_limit(&self) -> Result<(u64, u64, u64), PostError> {
         let read = async {
             let resp = self
-                .get(
+                .send(self.get(
                     &self.user_path("threads_publishing_limit"),
                     &[("fields", "quota_usage,config")],
-                )
-                .send()
-                .await
-                .map_err(transport)?;
+                ))
+                .await?;
             let v = answer(resp, Op::Check).await?;
             let item = v.pointer("/data/0").cloned().unwrap_or(Value::Null);
             let n = |p: &str| item.pointer(p).and_then(Value::as_u64);

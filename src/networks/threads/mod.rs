@@ -34,7 +34,9 @@
 //! The token travels as the `access_token` parameter (query for reads, form for writes). It
 //! never reaches a `Debug` output, an error or a log line: reqwest's errors are taken without
 //! their URL and every message leaving the adapter is redacted as well, in case a server echoes
-//! it. [`ThreadsDryRun`] is the variant without a token. Holds no policy: the pipeline decides.
+//! it. Without a token it is a dry run ([`ThreadsAdapter::dry_run`]): the same adapter on the
+//! dry [`Transport`], its requests shown instead of sent, answered by [`dry_answer`]. Holds no
+//! policy: the pipeline decides.
 //!
 //! Its parts: this file, what Threads offers, the kept request and the adapter; `publish.rs`,
 //! the two calls that post (the stage's container and its wait, the publish and its
@@ -42,7 +44,6 @@
 
 pub mod auth;
 pub mod config;
-pub mod dry_run;
 mod lookup;
 mod publish;
 pub mod text;
@@ -56,13 +57,13 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 
 pub use config::DEFINITION;
-pub use dry_run::ThreadsDryRun;
 use wire::{NETWORK, TOKEN_PLACEHOLDER};
 
 use crate::vars::Secret;
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::image::{Format, Formats};
-use crate::networks::http::Redactor;
+use crate::networks::http::{Redactor, Transport};
+use crate::networks::show::dry_id;
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
 };
@@ -186,7 +187,7 @@ fn enc(s: &str) -> String {
 
 /// Publishes to one Threads account through the Threads API.
 pub struct ThreadsAdapter {
-    http: reqwest::Client,
+    transport: Transport,
     base: String,
     user: String,
     token: Secret,
@@ -213,9 +214,30 @@ impl ThreadsAdapter {
     /// `http` the process's shared client ([`crate::app::http_client`]); `token` a Threads user
     /// access token with `threads_basic` and `threads_content_publish`.
     pub fn new(http: reqwest::Client, api_url: &str, user: &str, token: Secret) -> Self {
+        Self::with_transport(Transport::real(http), api_url, user, token)
+    }
+
+    /// The adapter without a token: it sends nothing, shows the exact requests it would send
+    /// (the token as a placeholder) and answers ids marked `dryrun-` ([`dry_answer`]).
+    pub fn dry_run(http: reqwest::Client, api_url: &str, user: &str) -> Self {
+        let adapter = Self::with_transport(
+            Transport::real(http.clone()),
+            api_url,
+            user,
+            Secret::new(TOKEN_PLACEHOLDER),
+        );
+        let shown_user = adapter.user.clone();
+        let answers = std::sync::Arc::new(move |r: &reqwest::Request| dry_answer(&shown_user, r));
+        Self {
+            transport: Transport::dry(http, answers),
+            ..adapter
+        }
+    }
+
+    fn with_transport(transport: Transport, api_url: &str, user: &str, token: Secret) -> Self {
         let user = user.trim();
         Self {
-            http,
+            transport,
             base: api_url.trim().trim_end_matches('/').to_owned(),
             user: if user.is_empty() {
                 DEFAULT_USER.to_owned()
@@ -254,16 +276,37 @@ impl ThreadsAdapter {
     }
 
     fn get(&self, path: &str, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
-        self.http
+        self.transport
+            .client()
             .get(self.url(path))
             .query(query)
             .query(&[("access_token", self.token.expose())])
     }
 
-    fn post_form(&self, path: &str, fields: &[(&str, String)]) -> reqwest::RequestBuilder {
+    /// Sends `req` (a GET made by [`Self::get`]).
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, PostError> {
+        self.transport.send(req).await.map_err(wire::transport)
+    }
+
+    /// Sends a form with the token; a dry run shows its fields one a line, the token as its
+    /// placeholder.
+    async fn send_form(
+        &self,
+        path: &str,
+        fields: &[(&str, String)],
+    ) -> Result<reqwest::Response, PostError> {
         let mut form: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
         form.push(("access_token", self.token.expose()));
-        self.http.post(self.url(path)).form(&form)
+        let req = self.transport.client().post(self.url(path)).form(&form);
+        let shown = || {
+            let mut lines: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            lines.push(format!("access_token={TOKEN_PLACEHOLDER}"));
+            Some(lines)
+        };
+        self.transport
+            .send_showing(req, shown)
+            .await
+            .map_err(wire::transport)
     }
 
     fn user_path(&self, tail: &str) -> String {
@@ -282,7 +325,7 @@ impl NetworkAdapter for ThreadsAdapter {
     }
 
     fn is_dry_run(&self) -> bool {
-        false
+        self.transport.is_dry_run()
     }
 
     fn text_len(&self, text: &str) -> usize {
@@ -333,11 +376,37 @@ impl NetworkAdapter for ThreadsAdapter {
 
     /// The publishing quota's use: one harmless read that needs a working token.
     async fn check(&self) -> Result<String, PostError> {
+        if self.transport.is_dry_run() {
+            return Ok("dry run: THREADS_ACCESS_TOKEN is not set, nothing is sent to Threads".into());
+        }
         let (used, total, duration) = self.publishing_limit().await?;
         Ok(format!(
             "Threads (user {}): {used} of {total} posts published through the API in the last {} h",
             self.user,
             duration / 3600
         ))
+    }
+}
+
+/// What the Threads API answers a dry run: the container's and the post's ids marked, the
+/// container ready at once (`FINISHED`), the post's permalink, no post found among the
+/// account's.
+fn dry_answer(user: &str, request: &reqwest::Request) -> (u16, Value) {
+    let path = request.url().path();
+    let id = path.rsplit('/').next().unwrap_or_default();
+    let fields = request
+        .url()
+        .query_pairs()
+        .find(|(k, _)| k == "fields")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    match request.method().as_str() {
+        "POST" => (200, json!({ "id": dry_id() })),
+        _ if path.ends_with("/threads") => (200, json!({ "data": [] })),
+        _ if fields.starts_with("status") => (200, json!({"id": id, "status": "FINISHED"})),
+        _ => (
+            200,
+            json!({"id": id, "permalink": format!("https://www.threads.com/@{user}/post/{id}")}),
+        ),
     }
 }

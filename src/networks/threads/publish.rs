@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::wire::{answer, id_of, local_refusal, transport, ContainerStatus, Op, NETWORK};
+use super::wire::{answer, id_of, local_refusal, ContainerStatus, Op, NETWORK};
 use super::{
     creation_id, enc, published_since, ThreadsAdapter, MEDIA_FIELDS, POLL_FIRST, POLL_MAX,
     POLL_ROUND_TRIP,
@@ -98,7 +98,7 @@ impl ThreadsAdapter {
         if let Some(t) = timeout {
             req = req.timeout(t.max(Duration::from_millis(100)));
         }
-        let resp = req.send().await.map_err(transport)?;
+        let resp = self.send(req).await?;
         let v = answer(resp, Op::Status).await?;
         ContainerStatus::parse(&v).ok_or_else(|| PostError::InDoubt {
             network: NETWORK,
@@ -144,11 +144,7 @@ impl ThreadsAdapter {
     async fn stage_once(&self, post: &PreparedPost) -> Result<PreparedPost, PostError> {
         let started = Instant::now();
         let fields = container_fields(post)?;
-        let resp = self
-            .post_form(&self.user_path("threads"), &fields)
-            .send()
-            .await
-            .map_err(transport)?;
+        let resp = self.send_form(&self.user_path("threads"), &fields).await?;
         let v = answer(resp, Op::Container).await?;
         let Some(container) = id_of(&v) else {
             return Err(PostError::InDoubt {
@@ -203,13 +199,11 @@ impl ThreadsAdapter {
             other => return Err(cannot_publish(container, &other)),
         }
         let resp = self
-            .post_form(
+            .send_form(
                 &self.user_path("threads_publish"),
                 &[("creation_id", container.to_owned())],
             )
-            .send()
-            .await
-            .map_err(transport)?;
+            .await?;
         let media_id = match answer(resp, Op::Publish).await {
             Ok(v) => id_of(&v),
             // A refusal whose code is not the token's or a rate limit's: a container already
@@ -277,11 +271,8 @@ impl ThreadsAdapter {
         }
         let read = async {
             let resp = self
-                .get(&enc(media), &[("fields", MEDIA_FIELDS)])
-                .timeout(left)
-                .send()
-                .await
-                .map_err(transport)?;
+                .send(self.get(&enc(media), &[("fields", MEDIA_FIELDS)]).timeout(left))
+                .await?;
             answer(resp, Op::Media).await
         };
         match read.await {
