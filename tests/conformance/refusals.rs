@@ -72,7 +72,8 @@ fn names(text: &str, network: &str, limit: usize) -> bool {
 }
 
 /// Every call the network allows is refused for the token: the target fails, not retryable,
-/// the draft has no next try, and the owner's report gives the reason naming the network.
+/// the owner's report gives the reason naming the network and the command that renews it, and
+/// the draft waits for a new credential: a sweep with the same credential sends nothing.
 pub async fn revoked(env: Arc<Env>, net: Net) -> ((), String) {
     let n = net.network();
     net.set_create(&env, Create::Revoked);
@@ -88,9 +89,25 @@ pub async fn revoked(env: Arc<Env>, net: Net) -> ((), String) {
         names_network(&t.detail, n.as_str()),
         "the reason names the network: {t:?}"
     );
+    assert!(
+        t.detail.contains(&format!("postonce auth {}", n.as_str())),
+        "the reason names the command that renews the credential: {t:?}"
+    );
     let d = draft(&env, &key, n).await.expect("the draft is kept");
-    assert!(!d.retryable, "{d:?}");
-    assert_eq!(d.next_retry_at, None, "the sweeper never retries it: {d:?}");
+    assert!(
+        d.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("refused credential")),
+        "the draft waits for a new credential: {d:?}"
+    );
+    let creates = net.creates(&env);
+    let dl = Deadline::after(Duration::from_secs(30));
+    env.app.pipeline.sweep(&dl).await.expect("sweep");
+    assert_eq!(
+        net.creates(&env),
+        creates,
+        "nothing is sent with the refused credential"
+    );
     let reports = reports_of(&env, &key);
     let (text, _) = reports.last().expect("the owner is told");
     assert!(
