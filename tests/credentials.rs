@@ -100,7 +100,11 @@ impl Running {
     fn finish(mut self) -> (i32, String, String) {
         drop(self.child.stdin.take());
         let out = self.child.wait_with_output().expect("postonce ends");
-        self.seen.extend(self.lines.try_iter());
+        // Every line the reader thread forwards until the pipe closes, not only those already
+        // forwarded when the process ended (the last lines may still be on their way).
+        while let Ok(line) = self.lines.recv_timeout(std::time::Duration::from_secs(10)) {
+            self.seen.push(line);
+        }
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
