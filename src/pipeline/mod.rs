@@ -46,6 +46,7 @@ mod schedule;
 mod sweep;
 mod sweep_report;
 mod targets;
+mod waiting;
 
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;

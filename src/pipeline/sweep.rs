@@ -5,14 +5,6 @@
 use super::parked::Parked;
 use super::*;
 
-/// The statuses a draft can wait for a person in.
-const OPEN: [DraftStatus; 4] = [
-    DraftStatus::New,
-    DraftStatus::Failed,
-    DraftStatus::Unknown,
-    DraftStatus::NeedsReview,
-];
-
 /// The statuses a sweep looks at: the open ones and the scheduled ones.
 const SWEPT: [DraftStatus; 5] = [
     DraftStatus::New,
@@ -49,78 +41,12 @@ impl Pipeline {
         t.image + lane.budget * 2
     }
 
-    /// Why `draft` (of `lane`'s target) waits for a person at `now`, if it does.
-    fn waits_for_person(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<String> {
-        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-        let on = lane.network.label();
-        // No run of it can be live once a claim's time has passed since its last attempt.
-        let last = draft.pending.as_ref().map_or(draft.updated_at, |p| {
-            p.last_sent_at.unwrap_or(p.at).max(p.at)
-        });
-        let no_live_run = now - last > secs(self.settings.claim_ttl);
-        match draft.status {
-            // A channel's attempt whose run ended without a word (killed after its intent):
-            // nothing can tell, and nothing is ever re-sent.
-            DraftStatus::Unknown if lane.settle() == Settle::AskOwner && no_live_run => {
-                Some(format!(
-                    "may or may not be on {on}, and only you can tell: press {} or Post anyway",
-                    lane.network.confirm_label()
-                ))
-            }
-            DraftStatus::Unknown if !draft.retryable => Some(format!(
-                "may or may not be on {on}, and only you can tell: press {} or Post anyway",
-                lane.network.confirm_label()
-            )),
-            DraftStatus::NeedsReview => Some(format!(
-                "gave up after {} attempts: fix the cause, then press Retry",
-                draft.attempts
-            )),
-            DraftStatus::Failed if !draft.retryable => {
-                Some("refused for good: fix the draft or the setting, then press Retry".into())
-            }
-            DraftStatus::Unknown if lane.settle() == Settle::Resend => {
-                let at = draft.pending.as_ref().map_or(draft.updated_at, |p| p.at);
-                (now - at > secs(self.settings.reconcile_window)).then(|| {
-                    format!(
-                        "may or may not be on {on}, too late to find out automatically: press {} or Post anyway",
-                        lane.network.confirm_label()
-                    )
-                })
-            }
-            _ => None,
-        }
-    }
-
-    fn waiting_entry(&self, lane: &Lane, draft: &Draft, now: i64) -> Option<Waiting> {
-        // A draft whose network refused the credential still in use: told once for all of
-        // that credential's drafts (the `refused` phase), never one by one.
-        if let Some(reason) = lane.waits_for_credential(draft) {
-            return Some(Waiting {
-                key: draft.key.clone(),
-                status: draft.status.as_str(),
-                reason,
-                last_error: draft.last_error.clone(),
-                owner_told: true,
-                since: draft.updated_at,
-            });
-        }
-        self.waits_for_person(lane, draft, now)
-            .map(|reason| Waiting {
-                key: draft.key.clone(),
-                status: draft.status.as_str(),
-                reason,
-                last_error: draft.last_error.clone(),
-                owner_told: draft.reminded,
-                since: draft.updated_at,
-            })
-    }
-
     /// Every target's state in one of `statuses` that is due by `before`, with its lane, oldest
     /// due first, through the due index. Each store is listed once (the real targets share
     /// one, the dry-run ones another); a target's state counts only in its own lane's store.
     /// The real drafts of a network whose lane is a dry run (its credentials were removed) go
     /// to `parked`, when given: listed, never run.
-    async fn due_drafts(
+    pub(super) async fn due_drafts(
         &self,
         dl: &Deadline,
         statuses: &[DraftStatus],
@@ -166,40 +92,6 @@ impl Pipeline {
         Ok(open)
     }
 
-    /// Every draft that waits for a person (`postonce status --all`), oldest first.
-    ///
-    /// # Errors
-    /// When the drafts cannot be listed.
-    pub async fn waiting(&self, dl: &Deadline) -> Result<Vec<Waiting>, String> {
-        // A scheduled draft whose time has come waits for its network's credentials too.
-        let mut parked = Vec::new();
-        if self.any_unconfigured() {
-            let scheduled = [DraftStatus::Scheduled];
-            self.due_drafts(dl, &scheduled, now_s(), Some(&mut parked))
-                .await?;
-        }
-        self.waiting_with(dl, parked).await
-    }
-
-    /// The open drafts that wait for a person, and `parked` (scheduled ones already listed).
-    async fn waiting_with(
-        &self,
-        dl: &Deadline,
-        mut parked: Vec<Parked>,
-    ) -> Result<Vec<Waiting>, String> {
-        let drafts = self
-            .due_drafts(dl, &OPEN, i64::MAX, Some(&mut parked))
-            .await?;
-        Ok(self.with_parked(self.waiting_in(&drafts, now_s()), &parked))
-    }
-
-    /// `waiting` and the parked drafts, oldest first.
-    fn with_parked(&self, mut waiting: Vec<Waiting>, parked: &[Parked]) -> Vec<Waiting> {
-        waiting.extend(Self::parked_waiting(parked));
-        waiting.sort_by_key(|w| (w.since, w.key.clone()));
-        waiting
-    }
-
     /// Every scheduled target (`postonce schedule list`), soonest first. A target whose
     /// network has no credentials now says so in its `last_error` (the list's note).
     ///
@@ -234,16 +126,6 @@ impl Pipeline {
             .collect();
         all.sort_by(|a, b| (a.due_at, &a.key).cmp(&(b.due_at, &b.key)));
         Ok(all)
-    }
-
-    /// The drafts among `drafts` that wait for a person at `now`, oldest first.
-    fn waiting_in(&self, drafts: &[(Arc<Lane>, Draft)], now: i64) -> Vec<Waiting> {
-        let mut waiting: Vec<Waiting> = drafts
-            .iter()
-            .filter_map(|(lane, d)| self.waiting_entry(lane, d, now))
-            .collect();
-        waiting.sort_by_key(|w| (w.since, w.key.clone()));
-        waiting
     }
 
     /// The sweeper: re-runs retryable failed drafts whose time has come, drafts whose run never
@@ -439,34 +321,6 @@ impl Pipeline {
             marked.updated_at = now;
             self.tell_if_waiting(lane, key, dl, &marked, now, report)
                 .await;
-        }
-    }
-
-    /// What still waits for a person after this sweep. A sweep that changed nothing (the
-    /// usual one) answers from its own listing; one that ran or marked drafts lists again,
-    /// with the parked scheduled drafts it listed (never run).
-    async fn still_waiting(
-        &self,
-        dl: &Deadline,
-        drafts: Vec<(Arc<Lane>, Draft)>,
-        mut parked: Vec<Parked>,
-        changed: bool,
-        now: i64,
-    ) -> Vec<Waiting> {
-        let drafts: Vec<(Arc<Lane>, Draft)> = drafts
-            .into_iter()
-            .filter(|(_, d)| d.status != DraftStatus::Scheduled)
-            .collect();
-        if !changed {
-            return self.with_parked(self.waiting_in(&drafts, now), &parked);
-        }
-        parked.retain(|p| p.draft.status == DraftStatus::Scheduled);
-        match self.waiting_with(dl, parked).await {
-            Ok(waiting) => waiting,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the drafts that wait for a person");
-                Vec::new()
-            }
         }
     }
 
