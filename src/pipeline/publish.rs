@@ -319,7 +319,7 @@ impl Lane {
             }
             Ok(Intent::Refused) => {
                 // Another run's attempt, a schedule or a cancel got to the draft first (for
-                // an attempt: possible only if this run's claim was lost, e.g. Redis restarted
+                // an attempt: possible only if this run's claim was lost, e.g. the claim store restarted
                 // empty): the conditional intent is the second lock.
                 tracing::error!("the draft is no longer in a state this run may take; not posting");
                 let outcome = Outcome::new(
