@@ -2,12 +2,14 @@
 //! however many times it is triggered, and report what happened to its owner in Telegram.
 //!
 //! [`pipeline`] owns every rule; the ports ([`claim`], [`record`], [`networks`], [`notify`])
-//! carry them out against real services; [`triggers`] turn events into runs; [`lambda`],
-//! `serve` and `cli` are transports. README ("How it decides") and RELIABILITY.md say why.
+//! carry them out against real services ([`stores`] holds the claim and record stores);
+//! [`triggers`] turn events into runs; [`lambda`], `serve` and `cli` are transports. README
+//! ("How it decides") and RELIABILITY.md say why.
 //!
 //! Features: `cli` (the command line, `serve` and `preview` with it) and `mcp` (`postonce mcp`)
 //! are in the default build and left out of the Lambda build, which runs neither
-//! (`[package.metadata.lambda.build]` in Cargo.toml); `postgres` adds the PostgreSQL stores.
+//! (`[package.metadata.lambda.build]` in Cargo.toml); a store's feature (Cargo.toml) adds
+//! that store ([`stores`]).
 
 pub mod app;
 pub mod budget;

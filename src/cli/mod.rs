@@ -1,5 +1,6 @@
 //! The command line: `post`, `preview`, `status`, `serve`, `sweep`, `schedule list`,
-//! `table create`, `db migrate`, `doctor`, `telegram set-webhook`, `mcp`. Translation only;
+//! `doctor`, `telegram set-webhook`, `mcp`, `auth`, and each store's own commands (`table create`,
+//! `db migrate`: [`crate::stores::admin`]). Translation only;
 //! exit codes follow the outcomes table (bad input: 2).
 
 use std::ffi::OsString;
@@ -17,7 +18,6 @@ use crate::pipeline::PostRequest;
 use crate::triggers::Router;
 
 mod auth;
-mod db;
 mod logging;
 #[cfg(feature = "mcp")]
 mod mcp;
@@ -25,7 +25,6 @@ pub mod out_dir;
 mod output;
 mod post;
 mod preview;
-use db::db_migrate;
 use logging::init_logging;
 use output::{print_outcome, schedule_list, status, status_all};
 use post::{post_request, DraftArgs};
@@ -113,25 +112,12 @@ enum Command {
         #[command(subcommand)]
         action: TelegramAction,
     },
-    /// DynamoDB table management.
-    Table {
-        #[command(subcommand)]
-        action: TableAction,
-    },
     /// Sign in to a network and store its credential (`auth linkedin`), or show every
     /// credential's source, account and expiry (`auth status`).
     Auth(auth::AuthArgs),
-    /// PostgreSQL schema management (DATABASE_URL).
-    Db {
-        #[command(subcommand)]
-        action: DbAction,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum DbAction {
-    /// Apply the schema migrations this version needs (idempotent; safe to run twice at once).
-    Migrate,
+    /// A store's own command (`table create`, `db migrate`): each store offers its own.
+    #[command(flatten)]
+    Store(crate::stores::admin::StoreCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -151,12 +137,6 @@ enum ScheduleAction {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Subcommand, Debug)]
-enum TableAction {
-    /// Create the table POSTONCE_TABLE with the expected schema (for local servers).
-    Create,
 }
 
 /// `postonce mcp`, in a build with it (feature `mcp`).
@@ -185,11 +165,22 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     init_logging(cli.verbose, matches!(cli.command, Command::Serve { .. }));
-    if let Command::Auth(args) = cli.command {
-        return match crate::startup::store_config().await {
-            Ok(config) => auth::run(&config, args).await,
-            Err(e) => bad_input(format!("configuration: {e}")),
-        };
+    // `auth` and a store's own commands need only the store's variables: nothing else is read
+    // (a table or schema they make may not exist yet, and a network may not be set up yet).
+    match cli.command {
+        Command::Auth(args) => {
+            return match crate::startup::store_config().await {
+                Ok(config) => auth::run(&config, args).await,
+                Err(e) => bad_input(format!("configuration: {e}")),
+            };
+        }
+        Command::Store(store) => {
+            return match crate::startup::store_config().await {
+                Ok(config) => store.run(&config.stores).await,
+                Err(e) => bad_input(format!("configuration: {e}")),
+            };
+        }
+        _ => {}
     }
     let config = match prepared(&cli.command).await {
         Ok(config) => config,
@@ -207,19 +198,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
 }
 
 /// The configuration a command runs with. `Err`: the command ended here (its exit code): a
-/// malformed variable, `db migrate` (which needs no more), stored credentials that cannot be
+/// malformed variable, stored credentials that cannot be
 /// read for a command that posts.
 async fn prepared(command: &Command) -> Result<Config, i32> {
     let mut config = match crate::startup::configured().await {
         Ok(c) => c,
         Err(e) => return Err(bad_input(format!("configuration: {e}"))),
     };
-    if let Command::Db {
-        action: DbAction::Migrate,
-    } = command
-    {
-        return Err(db_migrate(&config).await);
-    }
     if let Some(why) = &config.credentials_unreadable {
         // Never a dry run in place of a network whose credential is stored (README "Getting
         // credentials"): the commands that post refuse, retryable.
@@ -237,8 +222,7 @@ async fn prepared(command: &Command) -> Result<Config, i32> {
         mcp::prepare(&mut config)?;
     }
     if matches!(command, Command::Serve { .. }) {
-        // `serve` answers many requests at once: a larger pool than a CLI run's few.
-        config.stores.postgres.pool = SERVE_DATABASE_POOL;
+        config.stores.for_server();
     }
     Ok(config)
 }
@@ -359,27 +343,7 @@ async fn run(command: Command, app: Arc<App>, checked: Checked) -> i32 {
                 1
             }
         },
-        Command::Db { .. } => db_migrate(&app.config).await,
-        Command::Auth(_) => EXIT_BAD_INPUT,
-        Command::Table {
-            action: TableAction::Create,
-        } => {
-            let Some(dynamo) = &app.stores.dynamo else {
-                return bad_input("POSTONCE_TABLE is not set: name the table to create (and AWS_ENDPOINT_URL_DYNAMODB for a local server)");
-            };
-            match dynamo.create_table().await {
-                Ok(said) => {
-                    println!("{said}");
-                    0
-                }
-                Err(e) => {
-                    eprintln!("postonce: {e}");
-                    1
-                }
-            }
-        }
+        // Ran in `main`, before anything was opened.
+        Command::Store(_) | Command::Auth(_) => EXIT_BAD_INPUT,
     }
 }
-
-/// Connections `serve` may keep open to PostgreSQL.
-const SERVE_DATABASE_POOL: usize = 16;

@@ -11,11 +11,15 @@
 //! the configuration sets up is chosen. Adding a store is one folder, its variant and its lines
 //! here (the compiler then asks for its arms in this file), and its README and template rows.
 
+#[cfg(feature = "cli")]
+pub mod admin;
 pub mod dynamodb;
 pub mod local;
 pub mod memory;
 pub mod postgres;
 pub mod redis;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +118,12 @@ impl StoreConfig {
             redis,
             postgres,
         })
+    }
+
+    /// Sizes the stores for a long-running server that answers many requests at once
+    /// (`serve`), rather than a run's few.
+    pub fn for_server(&mut self) {
+        self.postgres.pool = postgres::config::SERVER_POOL;
     }
 
     /// Whether `backend`'s configuration is given.

@@ -203,4 +203,22 @@ mod tests {
             assert_eq!(err.var, "LINKEDIN_VERSION", "{bad_version}");
         }
     }
+
+    #[test]
+    fn errors_name_the_variable() {
+        crate::config::tests::assert_refused_naming(&[
+            (vec![("LINKEDIN_ACCESS_TOKEN", "t")], "LINKEDIN_AUTHOR"),
+            (
+                vec![("LINKEDIN_ACCESS_TOKEN", "t"), ("LINKEDIN_AUTHOR", "me")],
+                "LINKEDIN_AUTHOR",
+            ),
+            (vec![("LINKEDIN_VERSION", "2024-01")], "LINKEDIN_VERSION"),
+            (vec![("LINKEDIN_VERSION", "202413")], "LINKEDIN_VERSION"),
+            (
+                vec![("POSTONCE_LINKEDIN_TIMEOUT_MS", "60000")],
+                "POSTONCE_LINKEDIN_TIMEOUT_MS",
+            ),
+            (vec![("LINKEDIN_API_URL", "ftp://x")], "LINKEDIN_API_URL"),
+        ]);
+    }
 }

@@ -44,3 +44,13 @@ async fn the_channel_needs_both_the_bot_token_and_the_channel_id() {
         "dry run: set TELEGRAM_CHANNEL_ID to post to the Telegram channel for real"
     );
 }
+
+#[test]
+fn errors_name_the_variable() {
+    crate::config::tests::assert_refused_naming(&[
+        (
+            vec![("TELEGRAM_CHANNEL_ID", "mychannel")],
+            "TELEGRAM_CHANNEL_ID",
+        ),
+    ]);
+}

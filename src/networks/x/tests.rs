@@ -73,3 +73,19 @@ fn x_api_url_and_timeout_have_defaults_and_are_validated() {
         "X_API_URL"
     );
 }
+
+#[test]
+fn errors_name_the_variable() {
+    crate::config::tests::assert_refused_naming(&[
+        (vec![("X_API_URL", "api.x.com")], "X_API_URL"),
+        (vec![("X_API_SECRET", "s")], "X_API_KEY"),
+        (
+            vec![("POSTONCE_X_TIMEOUT_MS", "60000")],
+            "POSTONCE_X_TIMEOUT_MS",
+        ),
+        (
+            vec![("POSTONCE_X_TIMEOUT_MS", "ten")],
+            "POSTONCE_X_TIMEOUT_MS",
+        ),
+    ]);
+}

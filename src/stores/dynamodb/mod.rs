@@ -16,6 +16,8 @@
 //! index's queries and the pacing slots, and `table` the table's schema (`table create`,
 //! `doctor`). This file holds the store, its client and reads, and the [`RecordStore`] impl.
 
+#[cfg(feature = "cli")]
+pub mod admin;
 pub mod config;
 mod due;
 mod items;

@@ -10,6 +10,9 @@ use crate::vars::{bad, ConfigError, Secret, Vars};
 /// sets more).
 pub const DEFAULT_POOL: usize = 4;
 
+/// Connections a long-running server (`serve`) may keep open: it answers many requests at once.
+pub const SERVER_POOL: usize = 16;
+
 #[derive(Clone, Debug)]
 pub struct PgConfig {
     /// `DATABASE_URL` (`postgres://` or `postgresql://`). May hold a password.

@@ -6,6 +6,8 @@
 //! The store itself needs the `postgres` feature; without it only the configuration is
 //! compiled, which refuses `DATABASE_URL` with a clear message.
 
+#[cfg(feature = "cli")]
+pub mod admin;
 #[cfg(feature = "postgres")]
 pub mod claims;
 pub mod config;
