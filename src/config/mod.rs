@@ -414,11 +414,13 @@ fn check_budgets(
     budgets: &[(&'static str, Duration)],
 ) -> Result<(), ConfigError> {
     // Each store's budget counts once its store may be used (the registry says which).
+    let (always, when_set) = stores.budget_vars();
     for (var, t) in [("POSTONCE_IMAGE_TIMEOUT_MS", timeouts.image)]
         .into_iter()
-        .chain(stores.budget_vars())
+        .chain(always)
         .chain([("POSTONCE_TELEGRAM_TIMEOUT_MS", timeouts.telegram)])
         .chain(budgets.iter().copied())
+        .chain(when_set)
     {
         if t >= function_timeout {
             return Err(bad(

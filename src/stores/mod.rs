@@ -170,17 +170,22 @@ impl StoreConfig {
         }
     }
 
-    /// The budget variables that must be shorter than the function timeout, in the order they
-    /// are checked: Redis's and DynamoDB's always, the database's once there is one.
-    pub fn budget_vars(&self) -> Vec<(&'static str, Duration)> {
-        let mut vars = vec![
+    /// The budget variables that must be shorter than the function timeout: Redis's and
+    /// DynamoDB's always (checked before Telegram's and the networks'), and the database's once
+    /// there is one (checked after them), as the variables were checked before the registry.
+    pub fn budget_vars(&self) -> (Vec<(&'static str, Duration)>, Vec<(&'static str, Duration)>) {
+        let always = vec![
             ("POSTONCE_REDIS_TIMEOUT_MS", self.redis.budget),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", self.dynamodb.budget),
         ];
-        if self.postgres.url.is_some() {
-            vars.push(("POSTONCE_DATABASE_TIMEOUT_MS", self.postgres.budget));
-        }
-        vars
+        let when_set = self
+            .postgres
+            .url
+            .is_some()
+            .then_some(("POSTONCE_DATABASE_TIMEOUT_MS", self.postgres.budget))
+            .into_iter()
+            .collect();
+        (always, when_set)
     }
 
     /// Why these stores cannot serve a Lambda function, whose sandboxes share nothing but the
@@ -212,10 +217,13 @@ impl StoreConfig {
 
     /// Doctor's fix when the record store answered with `error`.
     pub fn records_fix(&self, error: &str) -> String {
-        match (self.records(), &self.dynamodb.table) {
-            (Backend::Dynamodb, Some(table)) => dynamodb::config::records_fix(error, table),
-            (Backend::Postgres, _) => postgres::config::records_fix(error),
-            _ => local::config::records_fix(error),
+        match self.records() {
+            Backend::Dynamodb => dynamodb::config::records_fix(
+                error,
+                self.dynamodb.table.as_deref().unwrap_or_default(),
+            ),
+            Backend::Postgres => postgres::config::records_fix(error),
+            Backend::Local | Backend::Redis => local::config::records_fix(error),
         }
     }
 
@@ -305,28 +313,7 @@ impl Stores {
         shared: &Shared,
         dry_run: bool,
     ) -> Result<Self, String> {
-        let _ = shared;
-        let claims: Arc<dyn ClaimStore> = match (config.claims(), &config.redis.url) {
-            (Backend::Redis, Some(url)) => Arc::new(
-                RedisClaims::new(url, config.redis.budget, dry_run).map_err(|e| e.to_string())?,
-            ),
-            #[cfg(feature = "postgres")]
-            (Backend::Postgres, _) => {
-                let db = shared
-                    .database
-                    .clone()
-                    .ok_or("internal error: no database")?;
-                Arc::new(postgres::claims::PgClaims::new(db, dry_run))
-            }
-            // Local mode: claims are files beside the local store (its dry-run folder for dry
-            // runs), shared by every process on the machine (serve, cron sweep, CLI).
-            _ => Arc::new(
-                FileClaims::open(
-                    LocalStore::folder(&config.local.data_dir, dry_run).join("claims"),
-                )
-                .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
-            ),
-        };
+        let claims = open_claims(config, shared, dry_run)?;
         let (records, dynamo) = open_records(config, shared, dry_run).await?;
         Ok(Self {
             claims,
@@ -343,26 +330,78 @@ async fn open_records(
     dry_run: bool,
 ) -> Result<(Arc<dyn RecordStore>, Option<Arc<DynamoStore>>), String> {
     let _ = shared;
-    Ok(match (config.records(), &config.dynamodb.table) {
+    // Every backend spelled out: a store added to [`RECORDS`] without its arm here does not
+    // compile, rather than quietly keeping its records on one machine.
+    Ok(match config.records() {
         #[cfg(feature = "postgres")]
-        (Backend::Postgres, _) => {
+        Backend::Postgres => {
             let db = shared
                 .database
                 .clone()
                 .ok_or("internal error: no database")?;
             (Arc::new(postgres::records::PgStore::new(db, dry_run)), None)
         }
-        (Backend::Dynamodb, Some(table)) => {
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres => {
+            return Err("internal error: PostgreSQL chosen in a build without it".into())
+        }
+        Backend::Dynamodb => {
+            let table = config
+                .dynamodb
+                .table
+                .as_deref()
+                .ok_or("internal error: DynamoDB chosen without POSTONCE_TABLE")?;
             let store = Arc::new(DynamoStore::connect(config, table, dry_run).await);
             (store.clone(), Some(store))
         }
-        _ => (
+        Backend::Local => (
             Arc::new(
                 LocalStore::open(&config.local.data_dir, dry_run)
                     .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
             ),
             None,
         ),
+        Backend::Redis => return Err("internal error: Redis holds no records".into()),
+    })
+}
+
+/// The claim store `config` chooses, every backend spelled out (as [`open_records`]).
+fn open_claims(
+    config: &StoreConfig,
+    shared: &Shared,
+    dry_run: bool,
+) -> Result<Arc<dyn ClaimStore>, String> {
+    let _ = shared;
+    Ok(match config.claims() {
+        Backend::Redis => {
+            let url = config
+                .redis
+                .url
+                .as_ref()
+                .ok_or("internal error: Redis chosen without REDIS_URL")?;
+            Arc::new(
+                RedisClaims::new(url, config.redis.budget, dry_run).map_err(|e| e.to_string())?,
+            )
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            let db = shared
+                .database
+                .clone()
+                .ok_or("internal error: no database")?;
+            Arc::new(postgres::claims::PgClaims::new(db, dry_run))
+        }
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres => {
+            return Err("internal error: PostgreSQL chosen in a build without it".into())
+        }
+        // Local mode: claims are files beside the local store (its dry-run folder for dry
+        // runs), shared by every process on the machine (serve, cron sweep, CLI).
+        Backend::Local => Arc::new(
+            FileClaims::open(LocalStore::folder(&config.local.data_dir, dry_run).join("claims"))
+                .map_err(|e| format!("POSTONCE_DATA_DIR: {e}"))?,
+        ),
+        Backend::Dynamodb => return Err("internal error: DynamoDB holds no claims".into()),
     })
 }
 

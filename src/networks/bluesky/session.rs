@@ -180,7 +180,9 @@ impl BlueskyAdapter {
             )
             .await?;
         let session = session_from(&answer.result(Op::Login)?)?;
-        tracing::info!(did = %session.did, handle = %session.handle, "Bluesky: logged in with the app password");
+        if !self.transport.is_dry_run() {
+            tracing::info!(did = %session.did, handle = %session.handle, "Bluesky: logged in with the app password");
+        }
         Ok(session)
     }
 

@@ -299,7 +299,14 @@ impl ThreadsAdapter {
         form.push(("access_token", self.token.expose()));
         let req = self.transport.client().post(self.url(path)).form(&form);
         let shown = || {
-            let mut lines: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            // Values quoted (a caption may hold anything), ids bare, as the dry run showed them.
+            let mut lines: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| match *k {
+                    "creation_id" => format!("{k}={v}"),
+                    _ => format!("{k}={v:?}"),
+                })
+                .collect();
             lines.push(format!("access_token={TOKEN_PLACEHOLDER}"));
             Some(lines)
         };
