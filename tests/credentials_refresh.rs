@@ -1,4 +1,4 @@
-//! LinkedIn's refresh-token path (API-NOTES "Credentials", LinkedIn: approved partners get a
+//! LinkedIn's refresh-token path (README "Getting credentials", LinkedIn: approved partners get a
 //! refresh token): a stored LinkedIn credential with a refresh token and fewer than 7 days left
 //! is refreshed at start, once however many processes start together, against the token
 //! endpoint's fake (`grant_type=refresh_token`), and every process posts with the new token

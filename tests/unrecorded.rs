@@ -1,5 +1,5 @@
 //! Issue 30, finding 9: a post the network accepted whose record write failed, and whose claim
-//! could not be kept either (DESIGN.md rule 6 with the claim store down too; the usual case when
+//! could not be kept either (rule 6 in src/pipeline/mod.rs with the claim store down too; the usual case when
 //! PostgreSQL holds both). The report says what is true, the record is written once more, and
 //! no later run posts it again: counted at the fakes, per key.
 //!

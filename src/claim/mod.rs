@@ -2,7 +2,7 @@
 //! `pipeline/mod.rs`).
 //!
 //! A claim is `claim:<key>` holding the run's token, set only if absent, with a TTL longer than
-//! any run. After posted-but-not-recorded it holds `posted:<urn>` with a long TTL instead. The
+//! any run. After posted-but-not-recorded it holds `posted:<post id>` with a long TTL instead. The
 //! store only carries out these operations; when to take, keep or release a claim is decided by
 //! the pipeline.
 
@@ -17,7 +17,7 @@ pub fn claim_name(key: &PostKey) -> String {
     format!("claim:{key}")
 }
 
-/// Prefix of a claim value that holds a post URN (posted but not recorded).
+/// Prefix of a claim value that holds a post id (posted but not recorded).
 pub const POSTED_PREFIX: &str = "posted:";
 
 /// What a claim holds.
@@ -32,7 +32,7 @@ pub enum ClaimValue {
 impl ClaimValue {
     pub fn parse(raw: &str) -> Self {
         match raw.strip_prefix(POSTED_PREFIX) {
-            Some(urn) => Self::Posted(urn.to_owned()),
+            Some(post_id) => Self::Posted(post_id.to_owned()),
             None => Self::Run(raw.to_owned()),
         }
     }
@@ -41,7 +41,7 @@ impl ClaimValue {
     pub fn raw(&self) -> String {
         match self {
             Self::Run(token) => token.clone(),
-            Self::Posted(urn) => format!("{POSTED_PREFIX}{urn}"),
+            Self::Posted(post_id) => format!("{POSTED_PREFIX}{post_id}"),
         }
     }
 }
@@ -77,14 +77,14 @@ pub trait ClaimStore: Send + Sync {
     /// it held something else or nothing.
     async fn release(&self, key: &PostKey, value: &str) -> Result<bool, ClaimError>;
 
-    /// Rewrites the claim from `token` to `posted:<urn>` with `ttl`, only if it still holds
+    /// Rewrites the claim from `token` to `posted:<post id>` with `ttl`, only if it still holds
     /// `token`; if it expired meanwhile, sets it only if absent. `Ok(false)` when another run
     /// holds it.
     async fn keep_posted(
         &self,
         key: &PostKey,
         token: &str,
-        urn: &str,
+        post_id: &str,
         ttl: Duration,
     ) -> Result<bool, ClaimError>;
 

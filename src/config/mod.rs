@@ -82,7 +82,7 @@ pub struct Config {
     pub claim_ttl: Duration,
     pub function_timeout: Duration,
     pub timeouts: Timeouts,
-    /// How long a posted-but-not-recorded claim is kept (holds the post URN).
+    /// How long a posted-but-not-recorded claim is kept (holds the post id).
     pub posted_claim_ttl: Duration,
     /// How long after an ambiguous create-post a later run may re-send it to let the
     /// network's duplicate answer reveal whether it exists (a network whose duplicate answer

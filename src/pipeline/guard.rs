@@ -1,5 +1,5 @@
 //! The claim around a run (rules 1, 5 and 6 in `mod.rs`): take it before anything is uploaded,
-//! release it (compare-and-delete, awaited) on every path, keep it holding the URN when the
+//! release it (compare-and-delete, awaited) on every path, keep it holding the post id when the
 //! network accepted the post but the record could not be written, and a drop guard as the net.
 
 use super::*;
@@ -8,7 +8,7 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Finish {
     Release,
-    /// Posted but not recorded: keep the claim, rewritten to hold this URN.
+    /// Posted but not recorded: keep the claim, rewritten to hold this post id.
     Keep(Option<String>),
 }
 
@@ -16,7 +16,7 @@ pub(super) enum Finish {
 /// (cancelled: a client hang-up in a transport that does not detach the run, a shutdown), the
 /// drop is the safety net, and it keeps rule 6: it releases the claim only while nothing can
 /// have been sent; once create-post may have been sent it leaves the claim to its TTL, and
-/// once the post is known to exist it rewrites the claim to hold the URN. Normal paths await
+/// once the post is known to exist it rewrites the claim to hold the post id. Normal paths await
 /// the release or keep instead.
 pub(super) struct ClaimGuard {
     claims: Arc<dyn ClaimStore>,
@@ -43,32 +43,33 @@ impl ClaimGuard {
         }
     }
 
-    /// Rewrites the claim to hold `urn` (rule 6). `Err` says why it could not be kept.
+    /// Rewrites the claim to hold `post_id` (rule 6). `Err` says why it could not be kept.
     pub(super) async fn keep(
         mut self,
         dl: &Deadline,
         budget: Duration,
-        urn: &str,
+        post_id: &str,
         ttl: Duration,
     ) -> Result<(), String> {
         self.armed = false;
         let kept = dl
             .finish(
                 budget,
-                self.claims.keep_posted(&self.key, &self.token, urn, ttl),
+                self.claims
+                    .keep_posted(&self.key, &self.token, post_id, ttl),
             )
             .await;
         match flatten_value(kept) {
             Ok(true) => {
-                tracing::warn!(urn, "claim kept on purpose: it now holds the post URN");
+                tracing::warn!(post_id, "claim kept on purpose: it now holds the post id");
                 Ok(())
             }
             Ok(false) => {
-                tracing::error!(urn, "could not keep the claim: another run holds it");
+                tracing::error!(post_id, "could not keep the claim: another run holds it");
                 Err("another run holds it now".into())
             }
             Err(e) => {
-                tracing::error!(urn, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly");
+                tracing::error!(post_id, error = %e, "could not keep the claim; the draft stays unknown so no run re-posts blindly");
                 Err(e)
             }
         }
@@ -101,14 +102,14 @@ impl Drop for ClaimGuard {
             Stage::Sent => {
                 tracing::error!("the run was dropped while create-post was in flight; the claim stays until its TTL and the draft says unknown");
             }
-            Stage::Created(urn) => {
-                tracing::error!(urn = ?urn, network = self.key.network().label(), "the run was dropped after the network accepted the post; keeping the claim with the URN");
+            Stage::Created(post_id) => {
+                tracing::error!(post_id = ?post_id, network = self.key.network().label(), "the run was dropped after the network accepted the post; keeping the claim with the post id");
                 let ttl = self.posted_claim_ttl;
                 handle.spawn(async move {
-                    let urn = urn.unwrap_or_default();
+                    let post_id = post_id.unwrap_or_default();
                     let _ = tokio::time::timeout(
                         Duration::from_secs(5),
-                        claims.keep_posted(&key, &token, &urn, ttl),
+                        claims.keep_posted(&key, &token, &post_id, ttl),
                     )
                     .await;
                 });
@@ -154,8 +155,8 @@ impl Progress {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stage;
     }
 
-    pub(super) fn created(&self, urn: Option<String>) {
-        self.set(Stage::Created(urn));
+    pub(super) fn created(&self, post_id: Option<String>) {
+        self.set(Stage::Created(post_id));
     }
 
     pub(super) fn stage(&self) -> Stage {
@@ -287,12 +288,12 @@ impl Lane {
             return Err(failed(key, true, format!("{why}; nothing was posted")));
         }
         let mut acquired = self.acquire(req, dl).await;
-        if let Ok(Acquire::Held(Some(ClaimValue::Posted(urn)))) = &acquired {
-            if is_dry_run_urn(urn) && !self.adapter.is_dry_run() {
+        if let Ok(Acquire::Held(Some(ClaimValue::Posted(post_id)))) = &acquired {
+            if is_dry_run_urn(post_id) && !self.adapter.is_dry_run() {
                 // A dry run's kept claim in the real namespace (only an older version could
                 // leave one): it proves nothing was posted. Drop it and claim again.
-                tracing::warn!(urn = %urn, "ignoring a dry run's kept claim; removing it");
-                let value = ClaimValue::Posted(urn.clone()).raw();
+                tracing::warn!(post_id = %post_id, "ignoring a dry run's kept claim; removing it");
+                let value = ClaimValue::Posted(post_id.clone()).raw();
                 let _ = dl.finish(t.claims, self.claims.release(key, &value)).await;
                 acquired = self.acquire(req, dl).await;
             }
@@ -322,10 +323,10 @@ impl Lane {
         match acquired {
             Acquire::Acquired => Ok(()),
             Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => Ok(()),
-            Acquire::Held(Some(ClaimValue::Posted(urn)))
-                if self.adapter.is_dry_run() || !is_dry_run_urn(&urn) =>
+            Acquire::Held(Some(ClaimValue::Posted(post_id)))
+                if self.adapter.is_dry_run() || !is_dry_run_urn(&post_id) =>
             {
-                Err(self.repair(req, dl, urn).await)
+                Err(self.repair(req, dl, post_id).await)
             }
             Acquire::Held(_) => Err(Outcome::new(
                 key,
@@ -371,10 +372,10 @@ impl Lane {
                 guard.release(dl, t.claims).await;
                 outcome
             }
-            Finish::Keep(urn) => {
+            Finish::Keep(post_id) => {
                 let ttl = self.settings.posted_claim_ttl;
                 let kept = guard
-                    .keep(dl, t.claims, urn.as_deref().unwrap_or(""), ttl)
+                    .keep(dl, t.claims, post_id.as_deref().unwrap_or(""), ttl)
                     .await;
                 self.after_keep(req, dl, outcome, kept, &progress).await
             }
@@ -413,16 +414,16 @@ impl Lane {
         stage: Stage,
     ) -> (Outcome, Finish) {
         match stage {
-            Stage::Recorded(urn, kind) => (
+            Stage::Recorded(post_id, kind) => (
                 Outcome::new(
                     key,
                     kind,
                     format!("posted and recorded; then the run failed ({why}), and the claim was released"),
                 )
-                .with_post_id(urn),
+                .with_post_id(post_id),
                 Finish::Release,
             ),
-            Stage::Created(urn) => (
+            Stage::Created(post_id) => (
                 Outcome::new(
                     key,
                     OutcomeKind::PostedNotRecorded,
@@ -431,8 +432,8 @@ impl Lane {
                         self.network.label()
                     ),
                 )
-                .with_post_id(urn.clone()),
-                Finish::Keep(urn),
+                .with_post_id(post_id.clone()),
+                Finish::Keep(post_id),
             ),
             // The intent says `unknown` on the draft: whether create-post left is not known
             // for certain, so the owner and later runs treat it as ambiguous (rule 7).

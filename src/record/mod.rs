@@ -440,7 +440,7 @@ pub trait RecordStore: Send + Sync {
     async fn caption_owner(&self, caption_hash: &str) -> Result<Option<String>, StoreError>;
 
     /// Writes the record if none exists (`attribute_not_exists(pk)`) or, outside the dry-run
-    /// namespace, if the one there is a dry run's (its URN is marked, see
+    /// namespace, if the one there is a dry run's (its post id is marked, see
     /// [`crate::networks::is_dry_run_urn`]); and in the same request
     /// marks the draft `posted`, expiring at `draft_expires_at`, and indexes the caption hash.
     async fn put_posted(

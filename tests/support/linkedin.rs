@@ -268,7 +268,7 @@ impl Respond for Api {
 }
 
 impl Api {
-    /// A 401: `REVOKED_ACCESS_TOKEN` (API-NOTES "Credentials", LinkedIn) for the revoked token,
+    /// A 401: `REVOKED_ACCESS_TOKEN` (README "Getting credentials", LinkedIn) for the revoked token,
     /// LinkedIn's answer to a missing or unknown one otherwise.
     fn unauthorized(&self, st: &mut State, req: &Request) -> Answer {
         if st.revoked && header(req, "authorization") == format!("Bearer {}", self.token) {

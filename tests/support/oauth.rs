@@ -1,4 +1,4 @@
-//! Fakes of LinkedIn's and Threads' OAuth and token endpoints, speaking API-NOTES.md
+//! Fakes of LinkedIn's and Threads' OAuth and token endpoints, speaking the networks' documented wire format
 //! "Credentials" (one server serves both: the tests point `LINKEDIN_OAUTH_URL`,
 //! `LINKEDIN_API_URL`, `THREADS_OAUTH_URL` and `THREADS_API_URL` at it while `auth` runs):
 //!
@@ -24,7 +24,7 @@ pub const LINKEDIN_CLIENT_ID: &str = "86li7client";
 pub const LINKEDIN_CLIENT_SECRET: &str = "WPL_AP1.app-SECRET2-linkedin";
 pub const LINKEDIN_TOKEN: &str = "AQV-linkedin-SECRET3-issued-by-auth";
 pub const LINKEDIN_SUB: &str = "782bbtaQ";
-/// The refresh token of an approved partner's LinkedIn app (API-NOTES "Credentials").
+/// The refresh token of an approved partner's LinkedIn app (README "Getting credentials").
 pub const LINKEDIN_REFRESH: &str = "AQX-linkedin-refresh-SECRET6";
 /// The access token LinkedIn's refresh issues.
 pub const LINKEDIN_REFRESHED: &str = "AQV-linkedin-SECRET7-refreshed";
@@ -192,7 +192,7 @@ impl Api {
             ("GET", "/authorization") => self.authorize(req, false),
             ("POST", "/accessToken") => {
                 let f = form(req);
-                // An approved partner's refresh (API-NOTES "Credentials", LinkedIn): a new
+                // An approved partner's refresh (README "Getting credentials", LinkedIn): a new
                 // 60-day access token; the refresh token's own life is not reset.
                 if f.get("grant_type").map(String::as_str) == Some("refresh_token") {
                     let ok = f.get("refresh_token").map(String::as_str) == Some(LINKEDIN_REFRESH)

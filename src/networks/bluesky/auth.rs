@@ -1,4 +1,4 @@
-//! `postonce auth bluesky`: no OAuth (API-NOTES.md "Credentials", Bluesky): the handle (or DID)
+//! `postonce auth bluesky`: no OAuth (README "Getting credentials", Bluesky): the handle (or DID)
 //! and an app password (Settings → Privacy and security → App passwords), read without echo,
 //! checked with `createSession` on the PDS (`BLUESKY_PDS_URL`), and stored. App passwords do not
 //! expire; the session postonce keeps is its own (`secret:bluesky`).

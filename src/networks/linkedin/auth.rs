@@ -1,4 +1,4 @@
-//! `postonce auth linkedin`: LinkedIn's 3-legged OAuth 2.0 (API-NOTES.md "Credentials",
+//! `postonce auth linkedin`: LinkedIn's 3-legged OAuth 2.0 (README "Getting credentials",
 //! LinkedIn) with the app's `LINKEDIN_CLIENT_ID` / `LINKEDIN_CLIENT_SECRET`: authorize, exchange
 //! the code, find the member (`/v2/userinfo`), list the organizations the member administers,
 //! and store the token with its author. A refresh token (approved partners only) is kept and

@@ -1,7 +1,7 @@
 //! `postonce auth mastodon`: the app registers itself on the instance (`--instance URL` or
 //! `MASTODON_URL`; `POST /api/v1/apps`), the person authorizes it in a browser (authorization
 //! code with `state` and PKCE S256), the code buys a token (`POST /oauth/token`), checked with
-//! `verify_credentials` (API-NOTES.md "Credentials", Mastodon). The token does not expire; the
+//! `verify_credentials` (README "Getting credentials", Mastodon). The token does not expire; the
 //! app's client id and secret are kept beside it.
 
 use async_trait::async_trait;

@@ -1,6 +1,6 @@
 //! `postonce auth telegram`: the bot token (from @BotFather), read without echo and checked with
 //! `getMe`; then the owner sends `/start` to the bot and `getUpdates` finds the chat id and the
-//! user id (API-NOTES.md "Credentials", Telegram bot). It prints the variables to set (the token
+//! user id (README "Getting credentials", Telegram bot). It prints the variables to set (the token
 //! by name only) and stores nothing: the report bot's variables are the core's.
 
 use async_trait::async_trait;

@@ -1,4 +1,4 @@
-//! `postonce auth threads`: Meta's Threads OAuth (API-NOTES.md "Credentials", Threads) with
+//! `postonce auth threads`: Meta's Threads OAuth (README "Getting credentials", Threads) with
 //! the app's `THREADS_APP_ID` / `THREADS_APP_SECRET`: authorize, exchange the code for the
 //! short-lived token and at once for the long-lived one (60 days), check it with `/v1.0/me`,
 //! and store it with the user id. postonce refreshes it (`th_refresh_token`, no secret needed)

@@ -1,4 +1,4 @@
-//! `postonce auth x`: X's OAuth 1.0a PIN flow (API-NOTES.md "Credentials", X) with the app's
+//! `postonce auth x`: X's OAuth 1.0a PIN flow (README "Getting credentials", X) with the app's
 //! `X_API_KEY` / `X_API_SECRET` (`_PARAM`): a request token (`oauth_callback=oob`), the person
 //! approves in a browser and copies the PIN, the PIN buys the access token and its secret, which
 //! are stored with the account. They do not expire. Signing is [`super::oauth1`]'s.

@@ -20,7 +20,7 @@ use crate::record::{
 };
 
 /// In the real namespace, the condition under which a `posted:` item does not count as a post:
-/// a dry run's record (only an older version could write one there), whose URN carries the
+/// a dry run's record (only an older version could write one there), whose post id (stored as `urn`) carries the
 /// mark (LinkedIn's) or starts with it (the other networks'); see
 /// [`crate::networks::is_dry_run_urn`]. Uses `#urn`, `:dry` and `:dryid`.
 const DRY_RECORD: &str = "contains(#urn, :dry) OR begins_with(#urn, :dryid)";
