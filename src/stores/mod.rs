@@ -64,6 +64,9 @@ pub fn names_a_store(var: &str) -> bool {
     BY_REFERENCE.iter().any(|(name, _)| *name == var)
 }
 
+/// A budget variable and its value.
+pub type Budget = (&'static str, Duration);
+
 /// Every store's own configuration, each read by its folder.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -173,7 +176,7 @@ impl StoreConfig {
     /// The budget variables that must be shorter than the function timeout: Redis's and
     /// DynamoDB's always (checked before Telegram's and the networks'), and the database's once
     /// there is one (checked after them), as the variables were checked before the registry.
-    pub fn budget_vars(&self) -> (Vec<(&'static str, Duration)>, Vec<(&'static str, Duration)>) {
+    pub fn budget_vars(&self) -> (Vec<Budget>, Vec<Budget>) {
         let always = vec![
             ("POSTONCE_REDIS_TIMEOUT_MS", self.redis.budget),
             ("POSTONCE_DYNAMODB_TIMEOUT_MS", self.dynamodb.budget),
