@@ -99,6 +99,9 @@ impl Reload {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                // The stop first: a server gone (its runtime shutting down) ends the loop
+                // before a timer is polled again.
+                biased;
                 _ = stop.changed() => return,
                 _ = ticks.tick() => {}
             }
