@@ -742,7 +742,7 @@ async fn mastodon_auth_registers_the_app_authorizes_with_pkce_then_posts() {
 /// next trigger posts with the new token, the refused draft included, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_serve_posts_with_the_credential_another_process_stored_after_its_start() {
-    use support::env::{sign, CI_SECRET};
+    use support::env::CI_SECRET;
     use support::serve::ServeProcess;
 
     let fake = OAuthFake::start().await;
@@ -779,33 +779,13 @@ async fn a_running_serve_posts_with_the_credential_another_process_stored_after_
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let mut serve = ServeProcess::start(&vars, true).await;
-    let stderr = serve.child.stderr.take().expect("stderr");
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let client = reqwest::Client::new();
+    let mut said = serve.stderr_lines();
     let ci = |slug: &'static str| {
-        let body = serde_json::to_vec(&serde_json::json!({
+        serve.ci(serde_json::json!({
             "kind": "blog", "slug": slug,
             "caption": format!("Posted by a long-running serve: {slug}"),
             "image_url": images.url("/cover.png")
         }))
-        .expect("json");
-        let (client, url) = (client.clone(), format!("{}/ci", serve.base));
-        async move {
-            let resp = client
-                .post(url)
-                .header("X-Hub-Signature-256", sign(&body))
-                .body(body)
-                .send()
-                .await
-                .expect("serve answers");
-            let status = resp.status().as_u16();
-            (status, resp.text().await.expect("body"))
-        }
     };
 
     // The token it started with is refused: nothing posted.
@@ -825,22 +805,11 @@ async fn a_running_serve_posts_with_the_credential_another_process_stored_after_
     assert_eq!(code, 0, "{stdout}\n{stderr}");
 
     // `serve` notices it at its next check.
-    let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                let done = line.contains("stored credential changed for LinkedIn");
-                seen.push(line);
-                if done {
-                    break;
-                }
-            }
-            Err(_) => panic!("serve never took the new credential; it said: {seen:#?}"),
-        }
-    }
-    no_secret("serve's stderr", &seen.join("\n"));
+    said.wait_for(
+        "stored credential changed for LinkedIn",
+        std::time::Duration::from_secs(30),
+    );
+    no_secret("serve's stderr", &said.seen.join("\n"));
 
     // The next triggers post with the new token, the refused draft included.
     for slug in ["before", "after"] {
