@@ -26,7 +26,7 @@ use crate::vars::Vars;
 const INTERVAL: Duration = Duration::from_secs(60);
 
 /// The variable that shortens [`INTERVAL`] (whole seconds, 1 to 3600), for tests; README
-/// "Tests" names it.
+/// "Local server" names it.
 const INTERVAL_VAR: &str = "POSTONCE_CREDENTIALS_CHECK_S";
 
 /// How often `serve` looks at the stored credentials: [`INTERVAL`], or [`INTERVAL_VAR`].
