@@ -60,22 +60,8 @@ impl App {
         let db = stores::Shared::open(&config.stores).await?;
         // Each target's state lives in the real stores, or in the dry-run ones when its
         // adapter is a dry run: a dry run never touches real state. Each store is built once.
-        let mut stores: Vec<(bool, Stores)> = Vec::new();
-        // A network that logs in keeps its session in the real record store, so that
-        // a new process does not log in again (logins are rate-limited).
-        let sessions = if config.networks.values().any(|n| n.keeps_sessions()) {
-            let real = Stores::build(&config.stores, &db, false).await?;
-            stores.push((false, real.clone()));
-            Some(Arc::new(KeptSecrets(real.records)) as Arc<dyn networks::SessionStore>)
-        } else {
-            None
-        };
-        let context = Context {
-            http: &http,
-            sessions,
-            sessions_budget: config.timeouts.records,
-        };
-        let adapters = networks::build(&config.networks, &context).await?;
+        let mut built = Built::new(&config, db.clone());
+        let adapters = built.adapters(&config.networks, &http).await?;
 
         let telegram = config.telegram.as_ref().map(|tg| {
             Arc::new(TelegramClient::new(
@@ -99,66 +85,11 @@ impl App {
         )?);
         let mut lanes = BTreeMap::new();
         for (network, adapter) in &adapters {
-            let dry = adapter.is_dry_run();
-            let built = match stores.iter().find(|(d, _)| *d == dry) {
-                Some((_, s)) => s.clone(),
-                None => {
-                    let s = Stores::build(&config.stores, &db, dry).await?;
-                    stores.push((dry, s.clone()));
-                    s
-                }
-            };
-            let own = config
-                .networks
-                .get(network)
-                .ok_or_else(|| format!("internal error: {network:?} has no configuration"))?;
-            let (_, budget) = own.budget();
-            // A dry run sends nothing; its budget is checked against the function timeout only
-            // once the network posts for real (see Config), so keep it inside the run.
-            let budget = if dry && budget >= config.function_timeout {
-                config.function_timeout / 4
-            } else {
-                budget
-            };
-            lanes.insert(
-                *network,
-                Arc::new(Lane {
-                    network: *network,
-                    adapter: adapter.clone(),
-                    claims: built.claims.clone(),
-                    records: built.records.clone(),
-                    images: images.clone(),
-                    settings: Settings::from_config(&config),
-                    budget,
-                    missing: if dry { own.missing() } else { Vec::new() },
-                    fingerprint: config
-                        .fingerprints
-                        .get(network)
-                        .cloned()
-                        .unwrap_or_default(),
-                    refused: std::sync::atomic::AtomicBool::new(false),
-                }),
-            );
+            let stores = built.stores(adapter.is_dry_run()).await?;
+            let lane = new_lane(&config, *network, adapter.clone(), &stores, images.clone())?;
+            lanes.insert(*network, Arc::new(lane));
         }
-        // The first network's stores keep the names from before targets (`claim:<key>`,
-        // `posted:<key>`): tools that look at the stores directly use them.
-        let first = lanes
-            .get(&Network::default())
-            .cloned()
-            .ok_or_else(|| "internal error: no lane for the first network".to_owned())?;
-        let first_stores = stores
-            .iter()
-            .find(|(d, _)| *d == first.adapter.is_dry_run())
-            .map(|(_, s)| s.clone())
-            .ok_or_else(|| "internal error: no stores for the first network".to_owned())?;
-        let pipeline = Arc::new(Pipeline {
-            claims: first.claims.clone(),
-            records: first.records.clone(),
-            lanes,
-            notifier,
-            settings: Settings::from_config(&config),
-            default_targets: config.targets.clone(),
-        });
+        let (pipeline, first_stores) = assemble(&config, lanes, notifier, &built)?;
         Ok(Self {
             config,
             pipeline,
@@ -169,6 +100,197 @@ impl App {
             http,
         })
     }
+
+    /// This app with `config` in place of its own (the stored credentials changed, as a
+    /// long-running `serve` found them: [`crate::serve`]) and the adapters and lanes of
+    /// `changed` built anew from it; every other lane, the stores, the notifier and the clients
+    /// are this app's own (the same stores, so a sweep still reads each once). A rebuilt lane
+    /// starts without this process's memory of a refused credential: it posts with another.
+    ///
+    /// # Errors
+    /// A message naming what could not be set up.
+    pub async fn with_lanes_rebuilt(
+        &self,
+        config: Config,
+        changed: &std::collections::BTreeSet<Network>,
+    ) -> Result<Self, String> {
+        let mut built = Built::new(&config, self.shared.clone());
+        built.seed(&self.pipeline.lanes, &self.stores);
+        let chosen: networks::Configs = config
+            .networks
+            .iter()
+            .filter(|(n, _)| changed.contains(n))
+            .map(|(n, c)| (*n, c.clone()))
+            .collect();
+        let fresh = built.adapters(&chosen, &self.http).await?;
+        let mut adapters = self.adapters.clone();
+        let mut lanes = self.pipeline.lanes.clone();
+        for (network, adapter) in fresh {
+            let stores = built.stores(adapter.is_dry_run()).await?;
+            let images = self.pipeline.lane(network).map_or_else(
+                || {
+                    ImageFetcher::with_local(
+                        config.image_hosts.clone(),
+                        config.local_covers.clone(),
+                    )
+                    .map(Arc::new)
+                },
+                |l| Ok(l.images.clone()),
+            )?;
+            let lane = new_lane(&config, network, adapter.clone(), &stores, images)?;
+            lanes.insert(network, Arc::new(lane));
+            adapters.insert(network, adapter);
+        }
+        let (pipeline, first_stores) =
+            assemble(&config, lanes, self.pipeline.notifier.clone(), &built)?;
+        Ok(Self {
+            config,
+            pipeline,
+            adapters,
+            telegram: self.telegram.clone(),
+            stores: first_stores,
+            shared: self.shared.clone(),
+            http: self.http.clone(),
+        })
+    }
+}
+
+/// The stores built so far, real and dry run, each once: every lane of one kind shares them (a
+/// sweep lists each store once, knowing its lanes by the store they hold).
+struct Built<'a> {
+    config: &'a Config,
+    db: stores::Shared,
+    stores: Vec<(bool, Stores)>,
+}
+
+impl<'a> Built<'a> {
+    fn new(config: &'a Config, db: stores::Shared) -> Self {
+        Self {
+            config,
+            db,
+            stores: Vec::new(),
+        }
+    }
+
+    /// Takes the stores `lanes` already use (and `first`, the first network's), so that a
+    /// rebuilt lane shares them.
+    fn seed(&mut self, lanes: &BTreeMap<Network, Arc<Lane>>, first: &Stores) {
+        if let Some(lane) = lanes.get(&Network::default()) {
+            self.stores.push((lane.adapter.is_dry_run(), first.clone()));
+        }
+        for lane in lanes.values() {
+            let dry = lane.adapter.is_dry_run();
+            if !self.stores.iter().any(|(d, _)| *d == dry) {
+                self.stores.push((
+                    dry,
+                    Stores {
+                        claims: lane.claims.clone(),
+                        records: lane.records.clone(),
+                        dynamo: None,
+                    },
+                ));
+            }
+        }
+    }
+
+    async fn stores(&mut self, dry: bool) -> Result<Stores, String> {
+        if let Some((_, s)) = self.stores.iter().find(|(d, _)| *d == dry) {
+            return Ok(s.clone());
+        }
+        let s = Stores::build(&self.config.stores, &self.db, dry).await?;
+        self.stores.push((dry, s.clone()));
+        Ok(s)
+    }
+
+    /// The adapters of `configs`. A network that logs in keeps its session in the real record
+    /// store, so that a new process does not log in again (logins are rate-limited).
+    async fn adapters(
+        &mut self,
+        configs: &networks::Configs,
+        http: &reqwest::Client,
+    ) -> Result<BTreeMap<Network, Arc<dyn NetworkAdapter>>, String> {
+        let sessions = if configs.values().any(|n| n.keeps_sessions()) {
+            let real = self.stores(false).await?;
+            Some(Arc::new(KeptSecrets(real.records)) as Arc<dyn networks::SessionStore>)
+        } else {
+            None
+        };
+        let context = Context {
+            http,
+            sessions,
+            sessions_budget: self.config.timeouts.records,
+        };
+        networks::build(configs, &context).await
+    }
+}
+
+/// One network's lane, on the stores of its kind (real or dry run).
+fn new_lane(
+    config: &Config,
+    network: Network,
+    adapter: Arc<dyn NetworkAdapter>,
+    stores: &Stores,
+    images: Arc<ImageFetcher>,
+) -> Result<Lane, String> {
+    let dry = adapter.is_dry_run();
+    let own = config
+        .networks
+        .get(&network)
+        .ok_or_else(|| format!("internal error: {network:?} has no configuration"))?;
+    let (_, budget) = own.budget();
+    // A dry run sends nothing; its budget is checked against the function timeout only
+    // once the network posts for real (see Config), so keep it inside the run.
+    let budget = if dry && budget >= config.function_timeout {
+        config.function_timeout / 4
+    } else {
+        budget
+    };
+    Ok(Lane {
+        network,
+        adapter,
+        claims: stores.claims.clone(),
+        records: stores.records.clone(),
+        images,
+        settings: Settings::from_config(config),
+        budget,
+        missing: if dry { own.missing() } else { Vec::new() },
+        fingerprint: config
+            .fingerprints
+            .get(&network)
+            .cloned()
+            .unwrap_or_default(),
+        refused: std::sync::atomic::AtomicBool::new(false),
+    })
+}
+
+/// The pipeline over `lanes`, with the first network's stores. Those keep the names from
+/// before targets (`claim:<key>`, `posted:<key>`): tools that look at the stores directly use
+/// them.
+fn assemble(
+    config: &Config,
+    lanes: BTreeMap<Network, Arc<Lane>>,
+    notifier: Arc<dyn Notifier>,
+    built: &Built<'_>,
+) -> Result<(Arc<Pipeline>, Stores), String> {
+    let first = lanes
+        .get(&Network::default())
+        .cloned()
+        .ok_or_else(|| "internal error: no lane for the first network".to_owned())?;
+    let first_stores = built
+        .stores
+        .iter()
+        .find(|(d, _)| *d == first.adapter.is_dry_run())
+        .map(|(_, s)| s.clone())
+        .ok_or_else(|| "internal error: no stores for the first network".to_owned())?;
+    let pipeline = Arc::new(Pipeline {
+        claims: first.claims.clone(),
+        records: first.records.clone(),
+        lanes,
+        notifier,
+        settings: Settings::from_config(config),
+        default_targets: config.targets.clone(),
+    });
+    Ok((pipeline, first_stores))
 }
 
 /// The real record store of `config` alone (no claims, no adapters): where `postonce auth`

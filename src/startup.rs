@@ -40,13 +40,32 @@ pub async fn configured() -> Result<Config, ConfigError> {
         },
         Err(_) => (HashMap::new(), None),
     };
-    let mut config = Config::from_lookup(|name| {
-        Vars::new(&lookup)
-            .get(name)
-            .or_else(|| stored.get(name).cloned())
-    })?;
+    let mut config = with_stored(&lookup, &stored)?;
     config.credentials_unreadable = unreadable;
     Ok(config)
+}
+
+/// The configuration from `lookup` (the environment, its `_PARAM`s resolved), the variables of
+/// the stored credentials (`stored`, [`credentials::variables`]) filling in what it leaves
+/// unset.
+///
+/// # Errors
+/// The first variable that is missing or malformed.
+pub fn with_stored(
+    lookup: &dyn Fn(&str) -> Option<String>,
+    stored: &HashMap<String, String>,
+) -> Result<Config, ConfigError> {
+    Config::from_lookup(|name| {
+        Vars::new(lookup)
+            .get(name)
+            .or_else(|| stored.get(name).cloned())
+    })
+}
+
+/// Whether a process with `config` and `vars` takes some network's credential from the store:
+/// some network has neither its plain variable nor its `_PARAM`, and the store may keep them.
+pub fn reads_stored(config: &Config, vars: Vars<'_>) -> bool {
+    credentials::some_network_lacks(vars) && config.stores.may_keep(SECRET_NAME)
 }
 
 /// The configuration `postonce auth` works with: the core's variables alone (their `_PARAM`s
@@ -78,10 +97,7 @@ pub async fn stored_credentials(
     config: &Config,
     vars: Vars<'_>,
 ) -> Result<HashMap<String, String>, String> {
-    if !credentials::some_network_lacks(vars) {
-        return Ok(HashMap::new());
-    }
-    if !config.stores.may_keep(SECRET_NAME) {
+    if !reads_stored(config, vars) {
         return Ok(HashMap::new());
     }
     let unreadable = |e: &dyn std::fmt::Display| {

@@ -15,7 +15,8 @@
 //! 4. a 5xx is retried: `unknown`, then a sweep after the quiet period posts it once (the
 //!    channel: left to the owner, never re-sent);
 //! 5. a revoked token fails the target (not retryable), the owner is told with the command
-//!    that renews it, and the draft waits for a new credential (a sweep sends nothing);
+//!    that renews it, and the draft waits for a new credential (a sweep in another process
+//!    sends nothing);
 //! 6. an over-long text is refused before any call: 400 and exit 2 naming the network and its
 //!    limit, zero requests at the fake, nothing stored;
 //! 7. a dry run (no credentials) sends nothing and shows the request.

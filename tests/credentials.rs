@@ -619,6 +619,65 @@ async fn a_lost_refresh_answer_is_refreshed_again_safely_by_the_next_process() {
     assert_eq!(fake.refresh_calls(), 2, "nothing left to refresh");
 }
 
+/// A process killed while it refreshes leaves its lease (a minute) behind. The next process on
+/// this machine sees that the lease's holder is gone (its process is no longer there) and
+/// refreshes at once, rather than waiting 20 s for it and then going on with the old token.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_lease_left_by_a_killed_process_is_taken_over_at_once() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    threads_stored_and_aged(&fake, dir.path(), 2 * 86_400, 10 * 86_400).await;
+    fake.slow_next_refresh(std::time::Duration::from_secs(30));
+    let vars = [
+        ("THREADS_API_URL", fake.uri()),
+        ("POSTONCE_TARGETS", "threads".to_owned()),
+    ];
+    let mut holder = postonce(dir.path(), &vars, &["doctor"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("doctor starts");
+    let begun = std::time::Instant::now();
+    while fake.refresh_calls() == 0 {
+        assert!(begun.elapsed().as_secs() < 30, "the refresh never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    holder.kill().expect("kill the refreshing process");
+    holder.wait().expect("reaped");
+    let file = dir.path().join("secrets").join("secret-credentials");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    assert!(
+        v["state"]["threads"]["refreshing_until"].is_i64(),
+        "the killed process left its lease: {}",
+        v["state"]
+    );
+
+    let begun = std::time::Instant::now();
+    let outs = doctors(&fake, dir.path(), 1);
+    let took = begun.elapsed();
+    println!("a start after a killed refresher took {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "not held by the dead lease (up to 20 s): {took:?}"
+    );
+    assert_eq!(fake.refresh_calls(), 2, "refreshed by the next process");
+    let latest = fake.threads_token();
+    assert_eq!(fake.limit_tokens().last(), Some(&latest), "and used");
+    no_secret("doctor", &String::from_utf8_lossy(&outs[0].stdout));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
+    assert_eq!(
+        v["networks"]["threads"]["secrets"]["THREADS_ACCESS_TOKEN"],
+        latest
+    );
+    assert!(
+        v["state"]["threads"]["refreshing_until"].is_null(),
+        "{}",
+        v["state"]
+    );
+}
+
 #[tokio::test]
 async fn mastodon_auth_registers_the_app_authorizes_with_pkce_then_posts() {
     let fake = OAuthFake::start().await;
@@ -674,4 +733,93 @@ async fn mastodon_auth_registers_the_app_authorizes_with_pkce_then_posts() {
     );
     assert_eq!(api.statuses_created(), 1, "{body}");
     assert_eq!(api.bad_tokens(), 0, "the stored token reached the instance");
+}
+
+/// A long-running `serve` keeps up with the stored credentials: started with a LinkedIn token
+/// the network refuses, it posts nothing with it; another process (`postonce auth linkedin`)
+/// stores a new one; within `serve`'s check interval (a minute; 1 s here,
+/// `POSTONCE_CREDENTIALS_CHECK_S`) it reads the store again, rebuilds LinkedIn's lane, and the
+/// next trigger posts with the new token, the refused draft included, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_serve_posts_with_the_credential_another_process_stored_after_its_start() {
+    use support::env::CI_SECRET;
+    use support::serve::ServeProcess;
+
+    let fake = OAuthFake::start().await;
+    let li = LinkedInFake::start(oauth::LINKEDIN_TOKEN).await;
+    let images = ImageHost::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    std::fs::create_dir_all(dir.path().join("secrets")).expect("dir");
+    let old = serde_json::json!({
+        "networks": {"linkedin": {
+            "account": "urn:li:person:782bbtaQ (Ada Lovelace)",
+            "scopes": ["openid", "profile", "w_member_social"],
+            "obtained_at": now - 20 * 86_400,
+            "expires_at": now + 40 * 86_400,
+            "secrets": {"LINKEDIN_ACCESS_TOKEN": "AQV-linkedin-SECRET3-revoked-before"},
+            "settings": {"LINKEDIN_AUTHOR": "urn:li:person:782bbtaQ"}
+        }},
+        "state": {}
+    });
+    let file = dir.path().join("secrets").join("secret-credentials");
+    std::fs::write(&file, old.to_string()).expect("stored");
+
+    let vars: std::collections::HashMap<String, String> = [
+        ("POSTONCE_DATA_DIR", dir.path().display().to_string()),
+        ("LINKEDIN_API_URL", li.uri()),
+        ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ("POSTONCE_WEBHOOK_SECRET", CI_SECRET.to_owned()),
+        ("POSTONCE_CREDENTIALS_CHECK_S", "1".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let mut serve = ServeProcess::start(&vars, true).await;
+    let mut said = serve.stderr_lines();
+    let ci = |slug: &'static str| {
+        serve.ci(serde_json::json!({
+            "kind": "blog", "slug": slug,
+            "caption": format!("Posted by a long-running serve: {slug}"),
+            "image_url": images.url("/cover.png")
+        }))
+    };
+
+    // The token it started with is refused: nothing posted.
+    let (status, body) = ci("before").await;
+    assert!(!body.contains("\"posted\""), "{status} {body}");
+    assert_eq!(li.posts_created(), 0);
+
+    // Another process stores a new credential.
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &linkedin_app(&fake),
+        &["auth", "linkedin", "--no-browser"],
+    ));
+    let url = auth.url();
+    follow(&authorize(&url).await).await;
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+
+    // `serve` notices it at its next check.
+    said.wait_for(
+        "stored credential changed for LinkedIn",
+        std::time::Duration::from_secs(30),
+    );
+    no_secret("serve's stderr", &said.seen.join("\n"));
+
+    // The next triggers post with the new token, the refused draft included.
+    for slug in ["before", "after"] {
+        let (status, body) = ci(slug).await;
+        assert_eq!(status, 200, "{slug}: {body}");
+        assert!(body.contains("\"posted\""), "{slug}: {body}");
+    }
+    assert_eq!(li.posts_created(), 2, "each draft posted once");
+    assert_eq!(li.posts_containing("before").len(), 1);
+    let (status, body) = ci("after").await;
+    assert!(body.contains("already_posted"), "{status} {body}");
+    assert_eq!(li.posts_created(), 2);
 }

@@ -142,3 +142,57 @@ async fn a_linkedin_token_with_a_refresh_token_and_6_days_left_is_refreshed_once
     assert_eq!(oauth.linkedin_refreshes(), 1);
     assert_eq!(li.posts_created(), 4);
 }
+
+/// A long-running `serve` refreshes a stored credential that falls due while it runs, with the
+/// code a start uses, from its own periodic check (a minute; 1 s here,
+/// `POSTONCE_CREDENTIALS_CHECK_S`), and posts with the new token: the LinkedIn fake accepts only
+/// it. Here the credential "falls due" by the store saying it has 6 days left rather than 30.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_serve_refreshes_a_credential_that_falls_due_and_posts_with_the_new_token() {
+    use support::env::CI_SECRET;
+    use support::serve::ServeProcess;
+
+    let oauth = OAuthFake::start().await;
+    let li = LinkedInFake::start(oauth::LINKEDIN_REFRESHED).await;
+    let images = ImageHost::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    store(dir.path(), 30 * DAY, now() + 200 * DAY);
+    let vars = [
+        ("POSTONCE_DATA_DIR", dir.path().display().to_string()),
+        ("LINKEDIN_API_URL", li.uri()),
+        ("LINKEDIN_OAUTH_URL", oauth.uri()),
+        ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ("POSTONCE_WEBHOOK_SECRET", CI_SECRET.to_owned()),
+        ("POSTONCE_CREDENTIALS_CHECK_S", "1".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let mut serve = ServeProcess::start(&vars, true).await;
+    let mut said = serve.stderr_lines();
+    assert_eq!(oauth.linkedin_refreshes(), 0, "not due at the start");
+
+    store(dir.path(), 6 * DAY, now() + 200 * DAY);
+    said.wait_for(
+        "stored credential changed for LinkedIn",
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(oauth.linkedin_refreshes(), 1, "serve refreshed it");
+    let (status, body) = serve
+        .ci(json!({
+            "kind": "blog", "slug": "served",
+            "caption": "Refreshed by serve and posted",
+            "image_url": images.url("/cover.png")
+        }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"posted\""), "{body}");
+    assert_eq!(li.posts_created(), 1);
+    assert!(!said.seen.join("\n").contains("SECRET"), "{:?}", said.seen);
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(file(dir.path())).expect("read")).expect("json");
+    assert_eq!(
+        stored["networks"]["linkedin"]["secrets"]["LINKEDIN_ACCESS_TOKEN"],
+        oauth::LINKEDIN_REFRESHED
+    );
+}

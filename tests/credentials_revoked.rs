@@ -9,7 +9,8 @@
 //! check is off), each reporting that it went out late.
 //!
 //! LinkedIn (401 `REVOKED_ACCESS_TOKEN`, met at `initializeUpload`) and Threads (400 OAuth code
-//! 190, met at the container), over real redis-server and DynamoDB Local.
+//! 190, met at the container), over real redis-server and DynamoDB Local; Bluesky (a revoked app
+//! password), X and Mastodon (a replaced token: 401) the same way with a few drafts each.
 
 mod support;
 
@@ -28,13 +29,14 @@ use support::linkedin::DuplicateCheck;
 const DRAFTS: usize = 30;
 const PROCESSES: usize = 3;
 
-/// The messages to the owner's chat that tell of a refused credential.
-fn refusals(env: &Env) -> Vec<String> {
+/// The messages to the owner's chat that tell of `network`'s refused credential.
+fn refusals(env: &Env, network: Network) -> Vec<String> {
+    let renew = format!("postonce auth {}", network.as_str());
     env.telegram
         .requests_for("sendMessage")
         .into_iter()
         .filter_map(|b| b["text"].as_str().map(str::to_owned))
-        .filter(|t| t.contains("has expired or was revoked"))
+        .filter(|t| t.contains("has expired or was revoked") && t.contains(&renew))
         .collect()
 }
 
@@ -56,13 +58,13 @@ async fn processes(env: &Env, overrides: &[(&str, &str)]) -> Vec<Arc<App>> {
     apps
 }
 
-/// `DRAFTS` drafts for `network`, due ten minutes ago (stored as a trigger with a time stores
+/// `drafts` drafts for `network`, due ten minutes ago (stored as a trigger with a time stores
 /// them: `scheduled`, due at their time).
-async fn due_drafts(env: &Env, network: Network) -> Vec<PostKey> {
+async fn due_drafts(env: &Env, network: Network, drafts: usize) -> Vec<PostKey> {
     let lane = env.app.pipeline.lane(network).expect("lane").clone();
     let at = now_s() - 600;
     let mut keys = Vec::new();
-    for _ in 0..DRAFTS {
+    for _ in 0..drafts {
         let key = env.key().on(network);
         let saved = lane
             .records
@@ -75,18 +77,20 @@ async fn due_drafts(env: &Env, network: Network) -> Vec<PostKey> {
     keys
 }
 
-/// The whole story for one network: revoked, told once, held, renewed, posted once each.
-/// `revoked_answers` counts the calls the fake refused for the revoked token; `posts` the
-/// posts it made for `key`'s text.
+/// The whole story for one network: revoked, told once, held, renewed, posted once each, for
+/// `drafts` drafts. `revoked_answers` counts the calls the fake refused for the revoked token;
+/// `posts` the posts it made for `key`'s text.
+#[allow(clippy::too_many_arguments)]
 async fn revoked_then_renewed(
     env: &Env,
     network: Network,
-    renew: (&str, &str),
+    drafts: usize,
+    renew: &[(&str, &str)],
     revoked_answers: impl Fn() -> u64,
     posts: impl Fn(&PostKey) -> usize,
     total_posts: impl Fn() -> usize,
 ) {
-    let keys = due_drafts(env, network).await;
+    let keys = due_drafts(env, network, drafts).await;
     let label = network.label();
 
     // The sweepers of three processes race, twice, with the revoked token.
@@ -94,12 +98,12 @@ async fn revoked_then_renewed(
     for _ in 0..2 {
         race(env, &old).await;
     }
-    let told = refusals(env);
+    let told = refusals(env, network);
     println!(
         "{network:?}: told {told:#?}; refused calls {}",
         revoked_answers()
     );
-    assert_eq!(told.len(), 1, "told once for {DRAFTS} drafts: {told:#?}");
+    assert_eq!(told.len(), 1, "told once for {drafts} drafts: {told:#?}");
     assert!(
         told[0].contains(&format!("postonce auth {}", network.as_str())),
         "{}",
@@ -118,7 +122,7 @@ async fn revoked_then_renewed(
     let reports = race(env, &fresh).await;
     assert!(reports.iter().all(|r| r.runs.is_empty()), "{reports:#?}");
     assert_eq!(revoked_answers(), refused, "no call with the dead token");
-    assert_eq!(refusals(env).len(), 1);
+    assert_eq!(refusals(env, network).len(), 1);
     let because = format!("waits: {label} refused its credential");
     for waiting in [
         reports[0].waiting.clone(),
@@ -162,17 +166,17 @@ async fn revoked_then_renewed(
 
     // The credential changes: every process now has the new token. Racing sweeps post each
     // draft once, by themselves.
-    let new = processes(env, &[renew]).await;
+    let new = processes(env, renew).await;
     let mut outcomes = Vec::new();
     for _ in 0..4 {
         for r in race(env, &new).await {
             outcomes.extend(r.runs);
         }
-        if total_posts() == DRAFTS {
+        if total_posts() == drafts {
             break;
         }
     }
-    assert_eq!(total_posts(), DRAFTS, "every draft posted: {outcomes:#?}");
+    assert_eq!(total_posts(), drafts, "every draft posted: {outcomes:#?}");
     for key in &keys {
         assert_eq!(posts(key), 1, "{key} posted once");
         let s = new[0]
@@ -197,7 +201,7 @@ async fn revoked_then_renewed(
         })
         .filter(|p| p.outcome == OutcomeKind::Posted)
         .collect();
-    assert_eq!(posted.len(), DRAFTS, "{outcomes:#?}");
+    assert_eq!(posted.len(), drafts, "{outcomes:#?}");
     assert!(
         posted.iter().all(|p| p.detail.contains("posted late")),
         "{posted:#?}"
@@ -208,8 +212,8 @@ async fn revoked_then_renewed(
     assert!(after
         .iter()
         .all(|r| !r.waiting.iter().any(|w| w.reason.starts_with(&because))));
-    assert_eq!(refusals(env).len(), 1);
-    assert_eq!(total_posts(), DRAFTS);
+    assert_eq!(refusals(env, network).len(), 1);
+    assert_eq!(total_posts(), drafts);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -221,7 +225,8 @@ async fn a_revoked_linkedin_token_tells_once_holds_its_drafts_and_posts_each_onc
     revoked_then_renewed(
         &env,
         Network::Linkedin,
-        ("LINKEDIN_ACCESS_TOKEN", "AQV-renewed-linkedin-token"),
+        DRAFTS,
+        &[("LINKEDIN_ACCESS_TOKEN", "AQV-renewed-linkedin-token")],
         || env.linkedin.revoked_answers(),
         |key| env.linkedin.posts_containing(key.slug()).len(),
         || env.linkedin.posts_created(),
@@ -238,7 +243,8 @@ async fn a_threads_token_refused_with_code_190_tells_once_and_posts_each_once_wh
     revoked_then_renewed(
         &env,
         Network::Threads,
-        ("THREADS_ACCESS_TOKEN", "THAAHq2ZbW9x-renewed-threads-token"),
+        DRAFTS,
+        &[("THREADS_ACCESS_TOKEN", "THAAHq2ZbW9x-renewed-threads-token")],
         || t.revoked_answers(),
         |key| {
             t.posts()
@@ -305,4 +311,90 @@ async fn a_refused_check_of_an_earlier_attempt_leaves_it_unknown_and_never_makes
         "the same container was published"
     );
     assert!(env.status(&target).await.snapshot.record.is_some());
+}
+
+/// The same story for the other networks whose credential can be refused, kept light (one
+/// environment, a few drafts each, one network after the other): Bluesky (the app password
+/// revoked: its sessions are gone and `createSession` answers 401; renewed with a new app
+/// password), X (the access token regenerated: the old one's requests answer 401) and Mastodon
+/// (the token revoked: 401; renewed by a new authorization).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bluesky_x_and_mastodon_refused_credentials_tell_once_hold_and_post_each_once_when_renewed()
+{
+    const FEW: usize = 3;
+    let env = Env::with_every_network(Stores::Real, &[]).await;
+    let (bsky, x, masto) = (env.bluesky(), env.x(), env.mastodon());
+    x.set_duplicate_check(support::x::DuplicateCheck::Off);
+
+    let logins = bsky.create_session_requests();
+    bsky.revoke_app_password();
+    bsky.grant_app_password("bsky-app-pass-SECRET3-renewed");
+    revoked_then_renewed(
+        &env,
+        Network::Bluesky,
+        FEW,
+        &[("BLUESKY_APP_PASSWORD", "bsky-app-pass-SECRET3-renewed")],
+        || bsky.create_session_requests() - logins,
+        |key| {
+            bsky.records()
+                .iter()
+                .filter(|r| {
+                    r.value["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(key.slug()))
+                })
+                .count()
+        },
+        || usize::try_from(bsky.posts_created()).expect("count"),
+    )
+    .await;
+
+    let refused = x.bad_signatures();
+    x.renew_token(
+        "2244994945-x-access-token-SECRET7-renewed",
+        "x-access-token-secret-SECRET8-renewed",
+    );
+    revoked_then_renewed(
+        &env,
+        Network::X,
+        FEW,
+        &[
+            (
+                "X_ACCESS_TOKEN",
+                "2244994945-x-access-token-SECRET7-renewed",
+            ),
+            (
+                "X_ACCESS_TOKEN_SECRET",
+                "x-access-token-secret-SECRET8-renewed",
+            ),
+        ],
+        || x.bad_signatures() - refused,
+        |key| {
+            x.posts()
+                .iter()
+                .filter(|p| p.text.contains(key.slug()))
+                .count()
+        },
+        || x.posts_created(),
+    )
+    .await;
+
+    let refused = masto.bad_tokens();
+    masto.renew_token("ZA-renewed-mastodon-SECRET1");
+    revoked_then_renewed(
+        &env,
+        Network::Mastodon,
+        FEW,
+        &[("MASTODON_ACCESS_TOKEN", "ZA-renewed-mastodon-SECRET1")],
+        || masto.bad_tokens() - refused,
+        |key| {
+            masto
+                .statuses()
+                .iter()
+                .filter(|s| s.text.contains(key.slug()))
+                .count()
+        },
+        || masto.statuses_created(),
+    )
+    .await;
 }

@@ -1,6 +1,7 @@
 //! One suite of behaviour tests run against every record store (files, DynamoDB Local,
 //! PostgreSQL) and every claim store (Redis, files, PostgreSQL): racing record writers, intent
-//! conditions, the due index under racing sweeps, pacing, claim expiry and token fencing.
+//! conditions, the due index under racing sweeps, pacing, kept secrets and the refused mark of
+//! a credential, claim expiry and token fencing.
 //!
 //! A new store joins by one line in [`RECORD_STORES`] or [`CLAIM_STORES`]: a name and a
 //! function that opens two handles on one fresh store (two processes sharing it).
@@ -771,6 +772,66 @@ async fn kept_secrets_swap_only_from_what_is_there() {
             8,
             "{name}: no change lost: {:?}",
             stored.state.keys()
+        );
+    }
+}
+
+/// The refused mark of a credential (issue 32, step 5) on every store: of racing processes
+/// that meet one refused credential, one marks it (and so tells its owner); a credential with
+/// another fingerprint is marked again, once; a new `auth` racing the marks is never lost, nor
+/// is the mark it did not replace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_credential_is_marked_once_across_processes() {
+    use postonce::credentials::{self, mark_refused};
+    use postonce::networks::Network;
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        for fingerprint in ["0123456789abcdef", "fedcba9876543210"] {
+            let races: Vec<_> = (0..8)
+                .map(|i| {
+                    let s = if i % 2 == 0 { f.a.clone() } else { f.b.clone() };
+                    tokio::spawn(
+                        async move { mark_refused(&*s, Network::Linkedin, fingerprint).await },
+                    )
+                })
+                .collect();
+            let mut won = 0;
+            for r in races {
+                if r.await.expect("join").expect("mark") {
+                    won += 1;
+                }
+            }
+            assert_eq!(won, 1, "{name}: one of 8 marks {fingerprint}");
+            let stored = credentials::load(&*f.b).await.expect("load");
+            assert_eq!(
+                stored.state["linkedin"].refused.as_deref(),
+                Some(fingerprint),
+                "{name}"
+            );
+        }
+        // Another network's mark and a racing change of the credentials (`auth x` storing
+        // its state afresh) both land.
+        let (marked, replaced) = tokio::join!(
+            mark_refused(&*f.a, Network::Mastodon, "1111222233334444"),
+            credentials::update(&*f.b, |c| {
+                c.state.insert("x".to_owned(), Default::default());
+                Some(())
+            })
+        );
+        assert!(marked.expect("mark"), "{name}");
+        replaced.expect("update");
+        let stored = credentials::load(&*f.a).await.expect("load");
+        assert_eq!(
+            stored.state["mastodon"].refused.as_deref(),
+            Some("1111222233334444"),
+            "{name}"
+        );
+        assert!(stored.state.contains_key("x"), "{name}");
+        assert!(
+            !mark_refused(&*f.b, Network::Mastodon, "1111222233334444")
+                .await
+                .expect("mark"),
+            "{name}: marked already"
         );
     }
 }

@@ -13,7 +13,8 @@ use crate::vars::Vars;
 const LEASE_S: i64 = 60;
 
 /// How long a process waits for another's refresh before going on with the credential it has
-/// (still valid: a refresh happens well before the expiry).
+/// (still valid: a refresh happens well before the expiry). A holder known to be gone
+/// ([`super::holder`]) is not waited for: its lease is taken over.
 const WAIT_FOR_OTHER: Duration = Duration::from_secs(20);
 
 /// Refreshes every stored credential that is in use (no plain variable or `_PARAM` shadows it)
@@ -52,27 +53,53 @@ async fn refresh_one(
     cx: &RefreshContext<'_>,
 ) -> Result<Stored, StoreError> {
     let name = network.as_str().to_owned();
-    let me = format!("{:016x}", rand::random::<u64>());
+    let me = super::holder::new_id();
     let now = cx.now;
-    let (lease, _) = update(records, |s| {
-        if s.networks.get(&name) != Some(cred) {
-            return None; // someone else already changed it
+    // A lease whose holder is known to be gone is taken over at once; one whose holder dies
+    // while this process waits, once more after the wait.
+    for _ in 0..2 {
+        let (lease, _) = update(records, |s| {
+            if s.networks.get(&name) != Some(cred) {
+                return None; // someone else already changed it
+            }
+            let st = s.state.entry(name.clone()).or_default();
+            if st.refreshing_until.is_some_and(|t| t > now)
+                && !super::holder::gone(st.refreshing_by.as_deref())
+            {
+                return None;
+            }
+            st.refreshing_until = Some(now + LEASE_S);
+            st.refreshing_by = Some(me.clone());
+            Some(())
+        })
+        .await?;
+        if lease.is_some() {
+            return refresh_leased(records, &name, flow, cred, cx, &me).await;
         }
-        let st = s.state.entry(name.clone()).or_default();
-        if st.refreshing_until.is_some_and(|t| t > now) {
-            return None;
+        if let Waited::Ended(stored) = wait_for_other(records, &name, cred).await? {
+            return Ok(stored);
         }
-        st.refreshing_until = Some(now + LEASE_S);
-        st.refreshing_by = Some(me.clone());
-        Some(())
-    })
-    .await?;
-    if lease.is_none() {
-        return wait_for_other(records, &name, cred).await;
     }
+    super::load(records).await
+}
+
+/// Refreshes `cred` under the lease `me` holds, and writes the result.
+async fn refresh_leased(
+    records: &dyn RecordStore,
+    name: &str,
+    flow: &dyn AuthFlow,
+    cred: &Credential,
+    cx: &RefreshContext<'_>,
+    me: &str,
+) -> Result<Stored, StoreError> {
+    let name = name.to_owned();
     let result = flow.refresh(cred, cx).await;
     let (_, stored) = update(records, |s| {
-        let ours = s.state.get(&name).and_then(|st| st.refreshing_by.as_ref()) == Some(&me);
+        let ours = s
+            .state
+            .get(&name)
+            .and_then(|st| st.refreshing_by.as_deref())
+            == Some(me);
         let same = s.networks.get(&name) == Some(cred);
         match &result {
             Ok(new) if same => {
@@ -106,22 +133,31 @@ async fn refresh_one(
     Ok(stored)
 }
 
+/// How a wait for another process's refresh ended.
+enum Waited {
+    /// Its refresh ended (or the wait did): what the store holds now.
+    Ended(Stored),
+    /// Its holder is gone: the lease may be taken over.
+    HolderGone,
+}
+
 /// Waits (bounded) until another process's refresh of `name` has ended, then reads what it left.
 async fn wait_for_other(
     records: &dyn RecordStore,
     name: &str,
     cred: &Credential,
-) -> Result<Stored, StoreError> {
+) -> Result<Waited, StoreError> {
     let until = tokio::time::Instant::now() + WAIT_FOR_OTHER;
     loop {
         let stored = super::load(records).await?;
         let changed = stored.networks.get(name) != Some(cred);
-        let leased = stored
-            .state
-            .get(name)
-            .is_some_and(|st| st.refreshing_until.is_some());
+        let state = stored.state.get(name);
+        let leased = state.is_some_and(|st| st.refreshing_until.is_some());
         if changed || !leased || tokio::time::Instant::now() >= until {
-            return Ok(stored);
+            return Ok(Waited::Ended(stored));
+        }
+        if super::holder::gone(state.and_then(|st| st.refreshing_by.as_deref())) {
+            return Ok(Waited::HolderGone);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -9,6 +9,7 @@
 //! reads again and re-applies its change, and nothing newer is ever overwritten.
 
 pub mod flow;
+mod holder;
 pub mod status;
 pub mod tell;
 
@@ -134,6 +135,31 @@ pub async fn update<T>(
     Err(StoreError(format!(
         "the stored credentials changed {SWAP_TRIES} times while this process wrote them; try again"
     )))
+}
+
+/// Marks `network`'s credential with `fingerprint` refused in the bookkeeping
+/// ([`CredentialState::refused`]), in one conditional write: `true` for the one caller that
+/// marked it (and so tells its owner), `false` when it was marked already, however many
+/// processes race.
+///
+/// # Errors
+/// The store's error, or too many lost races.
+pub async fn mark_refused(
+    records: &dyn RecordStore,
+    network: Network,
+    fingerprint: &str,
+) -> Result<bool, StoreError> {
+    let name = network.as_str();
+    let (won, _) = update(records, |stored| {
+        let state = stored.state.entry(name.to_owned()).or_default();
+        if state.refused.as_deref() == Some(fingerprint) {
+            return None;
+        }
+        state.refused = Some(fingerprint.to_owned());
+        Some(())
+    })
+    .await?;
+    Ok(won.is_some())
 }
 
 /// The variable that says whether `network` has a credential of its own (its first secret),

@@ -164,23 +164,14 @@ impl Lane {
     /// it was marked already. A store that cannot be written tells (twice is better than
     /// never).
     async fn mark_refused(&self, dl: &Deadline) -> bool {
-        let name = self.network.as_str().to_owned();
-        let fingerprint = self.fingerprint.clone();
         let marked = dl
             .finish(
                 self.settings.timeouts.records,
-                crate::credentials::update(&*self.records, |stored| {
-                    let state = stored.state.entry(name.clone()).or_default();
-                    if state.refused.as_deref() == Some(fingerprint.as_str()) {
-                        return None;
-                    }
-                    state.refused = Some(fingerprint.clone());
-                    Some(())
-                }),
+                crate::credentials::mark_refused(&*self.records, self.network, &self.fingerprint),
             )
             .await;
         match flatten_value(marked) {
-            Ok((won, _)) => won.is_some(),
+            Ok(won) => won,
             Err(e) => {
                 tracing::warn!(error = %e, "could not mark the refused credential; the owner is told by this run");
                 true

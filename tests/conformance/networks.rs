@@ -83,6 +83,12 @@ pub trait ConformanceFake: Send + Sync {
         0
     }
 
+    /// The start-up reads that reached the fake so far, from any process (counted apart from
+    /// what a run sends: processes start beside a check).
+    async fn startup_requests(&self, _env: &Env) -> u64 {
+        0
+    }
+
     /// The variables that give the network its credentials: without them it is a dry run.
     fn credentials(&self) -> &'static [&'static str];
 
@@ -363,6 +369,10 @@ impl ConformanceFake for Mastodon {
     fn startup_reads(&self) -> u64 {
         // GET /api/v2/instance: `configuration.statuses.max_characters`, read per instance.
         1
+    }
+
+    async fn startup_requests(&self, env: &Env) -> u64 {
+        env.mastodon().instance_requests()
     }
 
     fn credentials(&self) -> &'static [&'static str] {

@@ -73,7 +73,8 @@ fn names(text: &str, network: &str, limit: usize) -> bool {
 
 /// Every call the network allows is refused for the token: the target fails, not retryable,
 /// the owner's report gives the reason naming the network and the command that renews it, and
-/// the draft waits for a new credential: a sweep with the same credential sends nothing.
+/// the draft waits for a new credential: a sweep with the same credential, in another process,
+/// sends nothing.
 pub async fn revoked(env: Arc<Env>, net: Net) -> ((), String) {
     let n = net.network();
     net.set_create(&env, Create::Revoked);
@@ -100,13 +101,25 @@ pub async fn revoked(env: Arc<Env>, net: Net) -> ((), String) {
             .is_some_and(|e| e.contains("refused credential")),
         "the draft waits for a new credential: {d:?}"
     );
-    let creates = net.creates(&env);
+    let (creates, requests) = (net.creates(&env), net.requests(&env).await);
+    let startups = net.startup_requests(&env).await;
     let dl = Deadline::after(Duration::from_secs(30));
-    env.app.pipeline.sweep(&dl).await.expect("sweep");
+    // A sweep from another process with the same credential (a fresh app on the same stores):
+    // it never saw the refusal, so only the draft's tag holds it back (this process's own
+    // memory of the refusal would hold it anyway). Not a request goes out for it, the create
+    // or any before it (start-up reads apart: every step's processes make theirs meanwhile).
+    let another = env.another_app().await;
+    another.pipeline.sweep(&dl).await.expect("sweep");
     assert_eq!(
         net.creates(&env),
         creates,
         "nothing is sent with the refused credential"
+    );
+    let sent =
+        (net.requests(&env).await - requests) - (net.startup_requests(&env).await - startups);
+    assert_eq!(
+        sent, 0,
+        "requests at the fake from a sweep in another process with the refused credential"
     );
     let reports = reports_of(&env, &key);
     let (text, _) = reports.last().expect("the owner is told");

@@ -220,6 +220,8 @@ struct State {
     last_put_error: Option<String>,
     /// The app password was revoked ([`BlueskyFake::revoke_app_password`]).
     password_revoked: bool,
+    /// An app password made after the first was revoked ([`BlueskyFake::grant_app_password`]).
+    granted_password: Option<String>,
 }
 
 #[derive(Clone)]
@@ -655,7 +657,9 @@ impl State {
             return invalid("Input must have the property \"identifier\" and \"password\"");
         };
         let known = identifier.eq_ignore_ascii_case(HANDLE) || identifier == DID;
-        if !known || password != APP_PASSWORD || self.password_revoked {
+        let accepted = (password == APP_PASSWORD && !self.password_revoked)
+            || self.granted_password.as_deref() == Some(password);
+        if !known || !accepted {
             return error(
                 401,
                 "AuthenticationRequired",
@@ -1043,6 +1047,7 @@ impl BlueskyFake {
             last_put_body: Value::Null,
             last_put_error: None,
             password_revoked: false,
+            granted_password: None,
         }));
         Mock::given(any())
             .respond_with(Api {
@@ -1079,6 +1084,11 @@ impl BlueskyFake {
     /// Every refresh token issued so far is revoked (answers 400 `ExpiredToken`).
     pub fn revoke_refresh_tokens(&self) {
         self.with(|s| s.refresh.values_mut().for_each(|t| t.revoked = true));
+    }
+
+    /// The owner made a new app password: `createSession` accepts it.
+    pub fn grant_app_password(&self, password: &str) {
+        self.with(|s| s.granted_password = Some(password.to_owned()));
     }
 
     /// The owner revoked the app password (Settings → App passwords): `createSession` with it

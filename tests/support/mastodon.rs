@@ -135,6 +135,8 @@ struct State {
     timeline_requests: u64,
     instance_requests: u64,
     bad_tokens: u64,
+    /// The access token it accepts ([`MastodonFake::renew_token`]).
+    token: String,
     last_create_body: Value,
     last_idempotency_key: Option<String>,
 }
@@ -847,7 +849,7 @@ impl Respond for Api {
             }
             _ => {}
         }
-        if header(req, "authorization") != format!("Bearer {TOKEN}") {
+        if header(req, "authorization") != format!("Bearer {}", st.token) {
             st.bad_tokens += 1;
             return error_answer(401);
         }
@@ -905,6 +907,7 @@ impl MastodonFake {
             timeline_requests: 0,
             instance_requests: 0,
             bad_tokens: 0,
+            token: TOKEN.to_owned(),
             last_create_body: Value::Null,
             last_idempotency_key: None,
         }));
@@ -1054,6 +1057,12 @@ impl MastodonFake {
 
     pub fn instance_requests(&self) -> u64 {
         self.with(|s| s.instance_requests)
+    }
+
+    /// The owner authorized again: from now on only `token` is accepted, and the one before
+    /// answers 401 as a revoked token does.
+    pub fn renew_token(&self, token: &str) {
+        self.with(|s| s.token = token.to_owned());
     }
 
     /// Requests refused for a missing or wrong token.

@@ -97,6 +97,9 @@ struct State {
     threads_token: String,
     /// Every Threads token issued and not expired (a refresh does not end the old one).
     threads_valid: Vec<String>,
+    /// The next Threads refresh is done but answered only after this long (its caller may
+    /// die meanwhile).
+    slow_next_refresh: Option<std::time::Duration>,
     /// The next refresh is done but its answer is lost (a 500).
     lose_next_refresh: bool,
     /// The tokens the publishing-limit reads (doctor's check) came with.
@@ -288,9 +291,13 @@ impl Api {
                 if std::mem::take(&mut s.lose_next_refresh) {
                     return Some(ResponseTemplate::new(500).set_body_json(json!({"error":{"message":"An unknown error has occurred.","type":"OAuthException","code":1,"fbtrace_id":"Afake"}})));
                 }
-                ResponseTemplate::new(200).set_body_json(
+                let answer = ResponseTemplate::new(200).set_body_json(
                     json!({"access_token": new, "token_type": "bearer", "expires_in": 5_183_944}),
-                )
+                );
+                match s.slow_next_refresh.take() {
+                    Some(after) => answer.set_delay(after),
+                    None => answer,
+                }
             }
             ("GET", "/access_token" | "/v1.0/me" | "/refresh_access_token") => graph_error(),
             ("GET", p) if p.ends_with("/threads_publishing_limit") => graph_error(),
@@ -521,6 +528,11 @@ impl OAuthFake {
 
     pub fn refresh_calls(&self) -> u64 {
         self.with(|s| s.refresh_calls)
+    }
+
+    /// The next refresh is made but answered only `after` this long.
+    pub fn slow_next_refresh(&self, after: std::time::Duration) {
+        self.with(|s| s.slow_next_refresh = Some(after));
     }
 
     /// The next refresh is made but its answer is lost.

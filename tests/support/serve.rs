@@ -2,7 +2,9 @@
 //! race it. Killed and reaped on drop if a test ends before it exits.
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::services::free_port;
@@ -50,6 +52,35 @@ impl ServeProcess {
         panic!("postonce serve did not come up on {}", server.base);
     }
 
+    /// Its stderr, line by line as it comes (started with `stderr_piped`).
+    pub fn stderr_lines(&mut self) -> StderrLines {
+        let stderr = self.child.stderr.take().expect("stderr piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        StderrLines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// `POST /ci` with `body`, signed with the environments' webhook secret: (status, body).
+    pub async fn ci(&self, body: serde_json::Value) -> (u16, String) {
+        let raw = serde_json::to_vec(&body).expect("json");
+        let resp = reqwest::Client::new()
+            .post(format!("{}/ci", self.base))
+            .header("X-Hub-Signature-256", super::env::sign(&raw))
+            .body(raw)
+            .send()
+            .await
+            .expect("serve answers");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.expect("body"))
+    }
+
     /// The exit status, if it has exited.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().expect("try_wait")
@@ -61,6 +92,33 @@ impl Drop for ServeProcess {
         if self.exited().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+    }
+}
+
+/// What a `serve` printed on stderr, read as it comes.
+pub struct StderrLines {
+    rx: mpsc::Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl StderrLines {
+    /// Waits up to `within` for a line that holds `needle`; panics with what it said if none.
+    pub fn wait_for(&mut self, needle: &str, within: Duration) {
+        let until = Instant::now() + within;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("serve never said {needle:?}; it said: {:#?}", self.seen),
+            }
         }
     }
 }

@@ -118,6 +118,8 @@ pub struct Post {
 
 struct State {
     consumer_secret: String,
+    /// The access token it accepts, with its secret ([`XFake::renew_token`]).
+    access_token: String,
     token_secret: String,
     duplicate_check: DuplicateCheck,
     next: u64,
@@ -290,7 +292,7 @@ impl State {
             .parse::<u64>()
             .is_ok_and(|t| t.abs_diff(now_s()) <= 300);
         if get("oauth_consumer_key") != CONSUMER_KEY
-            || get("oauth_token") != ACCESS_TOKEN
+            || get("oauth_token") != self.access_token
             || get("oauth_signature_method") != "HMAC-SHA1"
             || get("oauth_version") != "1.0"
             || nonce.is_empty()
@@ -799,6 +801,7 @@ impl XFake {
         let server = Arc::new(MockServer::start().await);
         let state = Arc::new(Mutex::new(State {
             consumer_secret: CONSUMER_SECRET.to_owned(),
+            access_token: ACCESS_TOKEN.to_owned(),
             token_secret: ACCESS_TOKEN_SECRET.to_owned(),
             duplicate_check: DuplicateCheck::INSTANT,
             next: 0,
@@ -834,6 +837,15 @@ impl XFake {
 
     pub fn uri(&self) -> String {
         self.server.uri()
+    }
+
+    /// The owner re-authorized the app: from now on only `token` (with `secret`) is accepted,
+    /// and the one before answers 401 as a revoked token does.
+    pub fn renew_token(&self, token: &str, secret: &str) {
+        self.with(|s| {
+            s.access_token = token.to_owned();
+            s.token_secret = secret.to_owned();
+        });
     }
 
     pub fn set_duplicate_check(&self, check: DuplicateCheck) {

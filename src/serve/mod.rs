@@ -5,6 +5,12 @@
 //! (bounded by [`grace_period`]), then returns. A run dropped halfway would leave its claim to
 //! the TTL and, after create-post, an outcome nobody hears of; a deploy or a Ctrl-C must not do
 //! that to a run that only needed a few more seconds.
+//!
+//! A `serve` that runs for weeks keeps up with the stored credentials ([`reload`]): it looks at
+//! them once a minute, refreshes those due, and posts with the new one once another process
+//! stored it.
+
+pub mod reload;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -123,7 +129,28 @@ pub async fn serve(router: Arc<Router>, addr: SocketAddr) -> std::io::Result<()>
     let local = listener.local_addr()?;
     eprintln!("postonce listening on http://{local} (POST /ci, POST /telegram, GET /healthz)");
     tracing::info!(%local, "listening");
-    let grace = grace_period(router.app.config.function_timeout);
+    let current = reload::Current::new(router);
+    let (stop_reload, stopped_reload) = tokio::sync::watch::channel(false);
+    // The credential checks go on beside the server on a thread of their own, on this runtime:
+    // a refresh is not `Send` (a network's auth flow runs where it started). Each check is
+    // bounded, and one under way at the signal finishes.
+    let (reload, every) = (reload::Reload::new(current.clone()), reload::interval());
+    let handle = tokio::runtime::Handle::current();
+    let reloading = tokio::task::spawn_blocking(move || {
+        handle.block_on(reload.run(every, stopped_reload));
+    });
+    serve_until_signal(listener, current, stop_reload).await;
+    let _ = reloading.await;
+    Ok(())
+}
+
+/// Accepts until the signal, then drains (see the module docs).
+async fn serve_until_signal(
+    listener: TcpListener,
+    current: reload::Current,
+    stop_reload: tokio::sync::watch::Sender<bool>,
+) {
+    let grace = grace_period(current.get().app.config.function_timeout);
     let connections = GracefulShutdown::new();
     let runs = TaskTracker::new();
     let shutdown = shutdown_signal();
@@ -139,8 +166,8 @@ pub async fn serve(router: Arc<Router>, addr: SocketAddr) -> std::io::Result<()>
                         continue;
                     }
                 };
-                let (router, runs) = (router.clone(), runs.clone());
-                let service = service_fn(move |req| respond(router.clone(), runs.clone(), req));
+                let (current, runs) = (current.clone(), runs.clone());
+                let service = service_fn(move |req| respond(current.get(), runs.clone(), req));
                 let connection = connections
                     .watch(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {
@@ -154,6 +181,8 @@ pub async fn serve(router: Arc<Router>, addr: SocketAddr) -> std::io::Result<()>
 
     // Stop accepting: from here a new connection is refused rather than left unanswered.
     drop(listener);
+    // No more credential checks; one under way finishes (a refresh it leased is written).
+    let _ = stop_reload.send(true);
     let (runs_at_signal, connections_at_signal) = (runs.len(), connections.count());
     eprintln!(
         "postonce: shutting down; waiting up to {}s for {runs_at_signal} run(s) in flight and {connections_at_signal} open connection(s) (a second signal stops waiting)",
@@ -208,7 +237,6 @@ pub async fn serve(router: Arc<Router>, addr: SocketAddr) -> std::io::Result<()>
             );
         }
     }
-    Ok(())
 }
 
 async fn shutdown_signal() {
