@@ -356,7 +356,11 @@ async fn discord_auth_checks_the_token_finds_the_channel_and_a_real_post_uses_it
     assert_eq!(post.status.code(), Some(0), "{o}\n{e}");
     let v: serde_json::Value = serde_json::from_str(&o).expect("json");
     assert_eq!(v["outcome"], "posted", "{v}");
-    assert_eq!(fake.messages_posted(), 1, "posted with the stored token: {o}");
+    assert_eq!(
+        fake.messages_posted(),
+        1,
+        "posted with the stored token: {o}"
+    );
     let m = fake.messages().remove(0);
     assert_eq!(m.content, "Hello, Discord");
     assert!(m.image.is_some_and(|i| i.taken()), "the cover is attached");

@@ -1244,7 +1244,11 @@ async fn discord_a_lost_answer_and_a_lost_request_are_settled_by_the_replayed_no
     let first = run_on(&env, &answer_lost, Some(true), n).await;
     let early = run_on(&env, &answer_lost, None, n).await;
     assert_eq!(target(&early, n).outcome, OutcomeKind::Unknown, "{early:?}");
-    assert_eq!(d.create_requests(), 1, "nothing sent inside the quiet period");
+    assert_eq!(
+        d.create_requests(),
+        1,
+        "nothing sent inside the quiet period"
+    );
     d.set_create_mode(DiscordMode::Hang(HANG));
     let request_lost = env.key();
     let second = run_on(&env, &request_lost, Some(true), n).await;
@@ -1252,7 +1256,11 @@ async fn discord_a_lost_answer_and_a_lost_request_are_settled_by_the_replayed_no
     for o in [&first, &second] {
         assert_eq!(target(o, n).outcome, OutcomeKind::Unknown, "{o:?}");
     }
-    assert_eq!(d.messages_posted(), 1, "only the lost answer's message exists");
+    assert_eq!(
+        d.messages_posted(),
+        1,
+        "only the lost answer's message exists"
+    );
 
     past_the_quiet_period(&env).await;
     let (a, b) = tokio::join!(
@@ -1311,7 +1319,11 @@ async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner(
     let n = Network::Discord;
     d.set_nonce_check(false);
     for i in 0..750 {
-        d.seed_message("1181234567890777777", &format!("chatter {i}"), Duration::from_secs(60));
+        d.seed_message(
+            "1181234567890777777",
+            &format!("chatter {i}"),
+            Duration::from_secs(60),
+        );
     }
     d.set_create_mode(DiscordMode::AcceptThenHang(HANG));
     let found = env.key();
@@ -1352,7 +1364,11 @@ async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner(
         d.create_requests() - creates
     );
     assert_eq!(t.outcome, OutcomeKind::AlreadyPosted, "{t:?}");
-    assert_eq!(t.id.as_deref(), Some(ours[0].as_str()), "the bot's own message");
+    assert_eq!(
+        t.id.as_deref(),
+        Some(ours[0].as_str()),
+        "the bot's own message"
+    );
     assert!(d.read_requests() - reads >= 8, "paged through the channel");
     assert_eq!(d.read_429s(), 0, "paced by the rate-limit headers");
     assert_eq!(d.create_requests(), creates, "found: 0 creates");
@@ -1367,7 +1383,11 @@ async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner(
             format!("force:{refused}@discord")
         ]
     );
-    assert_eq!(d.create_requests(), creates, "never re-sent past the window");
+    assert_eq!(
+        d.create_requests(),
+        creates,
+        "never re-sent past the window"
+    );
     assert_eq!(env.posts_on(&refused, n).len(), 1);
 }
 
@@ -1424,7 +1444,11 @@ async fn discord_crossposts_each_message_once() {
     let o = run_on(&env, &lost, Some(true), n).await;
     d.set_create_mode(DiscordMode::Normal);
     assert_eq!(target(&o, n).outcome, OutcomeKind::Unknown, "{o:?}");
-    assert_eq!(d.crosspost_requests(), 1, "not published before it is settled");
+    assert_eq!(
+        d.crosspost_requests(),
+        1,
+        "not published before it is settled"
+    );
     past_the_quiet_period(&env).await;
     let o = run_on(&env, &lost, None, n).await;
     assert_settled(&env, &lost, n, &o);
@@ -1439,5 +1463,8 @@ async fn discord_crossposts_each_message_once() {
     );
     assert_eq!(d.crosspost_requests(), 2, "one publish per message");
     assert_eq!(d.messages_posted(), 2);
-    assert!(d.messages().iter().all(|m| m.flags & 1 == 1), "both published");
+    assert!(
+        d.messages().iter().all(|m| m.flags & 1 == 1),
+        "both published"
+    );
 }

@@ -54,7 +54,9 @@ pub enum Mode {
     /// Discord's body for this status; nothing is created.
     Status(u16),
     /// 429 naming a reset `reset_in` seconds ahead; nothing is created.
-    RateLimited { reset_in: u64 },
+    RateLimited {
+        reset_in: u64,
+    },
     /// Create nothing; answer 503 only after the delay (the request was lost on the way).
     Hang(Duration),
     /// Create the message, then answer only after the delay (the answer is lost).
@@ -154,7 +156,12 @@ fn header<'a>(req: &'a Request, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-fn rate_headers(t: ResponseTemplate, bucket: &str, remaining: u32, reset_after: Duration) -> ResponseTemplate {
+fn rate_headers(
+    t: ResponseTemplate,
+    bucket: &str,
+    remaining: u32,
+    reset_after: Duration,
+) -> ResponseTemplate {
     let reset = (real_now_ms() as f64 + reset_after.as_millis() as f64) / 1000.0;
     t.insert_header("x-ratelimit-limit", READ_BUCKET.to_string().as_str())
         .insert_header("x-ratelimit-remaining", remaining.to_string().as_str())
@@ -239,14 +246,20 @@ impl State {
         match self.create_mode {
             Mode::Normal | Mode::AcceptThenHang(_) => {}
             Mode::Status(s) if s >= 500 => {
-                return json_answer(s, json!({"message": format!("{s}: Internal Server Error"), "code": 0}))
+                return json_answer(
+                    s,
+                    json!({"message": format!("{s}: Internal Server Error"), "code": 0}),
+                )
             }
             Mode::Status(403) => return error(403, 50013, "Missing Permissions"),
             Mode::Status(401) => return unauthorized(),
             Mode::Status(s) => return error(s, 0, "Error"),
-            Mode::RateLimited { reset_in } => return rate_limited(Duration::from_secs(reset_in), "user"),
+            Mode::RateLimited { reset_in } => {
+                return rate_limited(Duration::from_secs(reset_in), "user")
+            }
             Mode::Hang(d) => {
-                return json_answer(503, json!({"message": "upstream connect error", "code": 0})).set_delay(d)
+                return json_answer(503, json!({"message": "upstream connect error", "code": 0}))
+                    .set_delay(d)
             }
         }
         let ct = header(req, "content-type").to_owned();
@@ -264,14 +277,24 @@ impl State {
         self.last_payload = payload.clone();
         let content = payload["content"].as_str().unwrap_or_default().to_owned();
         if content.chars().count() > 2000 {
-            return json_answer(400, json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}));
+            return json_answer(
+                400,
+                json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}),
+            );
         }
         let nonce = payload["nonce"].as_str().map(str::to_owned);
         if nonce.as_ref().is_some_and(|n| n.chars().count() > 25) {
-            return error(400, 50035, "Invalid Form Body (nonce: Must be 25 or fewer in length.)");
+            return error(
+                400,
+                50035,
+                "Invalid Form Body (nonce: Must be 25 or fewer in length.)",
+            );
         }
         // `files[n]` matches `attachments[].id`.
-        let attachment = payload["attachments"].get(0).cloned().unwrap_or(Value::Null);
+        let attachment = payload["attachments"]
+            .get(0)
+            .cloned()
+            .unwrap_or(Value::Null);
         let file = attachment["id"]
             .as_u64()
             .and_then(|n| parts.iter().find(|p| p.name == format!("files[{n}]")));
@@ -385,7 +408,10 @@ impl Respond for Api {
         let Some(["api", "v10", rest @ ..]) = Some(segs.as_slice()) else {
             return error(404, 0, "404: Not Found");
         };
-        if matches!((method.as_str(), rest), ("POST", ["channels", _, "messages"])) {
+        if matches!(
+            (method.as_str(), rest),
+            ("POST", ["channels", _, "messages"])
+        ) {
             st.create_requests += 1;
         }
         let auth_ok = header(req, "authorization") == format!("Bot {TOKEN}")
@@ -399,9 +425,10 @@ impl Respond for Api {
                 200,
                 json!({"id": BOT_ID, "username": BOT_NAME, "discriminator": "0", "bot": true, "global_name": null}),
             ),
-            ("GET", ["users", "@me", "guilds"]) => {
-                json_answer(200, json!([{"id": GUILD_ID, "name": "postonce test", "owner": false, "permissions": "117760"}]))
-            }
+            ("GET", ["users", "@me", "guilds"]) => json_answer(
+                200,
+                json!([{"id": GUILD_ID, "name": "postonce test", "owner": false, "permissions": "117760"}]),
+            ),
             ("GET", ["guilds", g, "channels"]) if *g == GUILD_ID => json_answer(
                 200,
                 json!([st.channel(), {"id": VOICE_ID, "type": 2, "guild_id": GUILD_ID, "name": "voice"}]),
