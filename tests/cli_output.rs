@@ -160,7 +160,7 @@ fn help_and_doctor_name_what_exists() {
         "{help}"
     );
     for network in [
-        "LinkedIn", "X", "Telegram", "Mastodon", "Bluesky", "Threads",
+        "LinkedIn", "X", "Telegram", "Mastodon", "Bluesky", "Threads", "Discord",
     ] {
         assert!(help.contains(network), "{network} missing from: {help}");
     }

@@ -277,3 +277,95 @@ async fn x_auth_by_pin_stores_the_access_token_and_a_real_post_is_signed_with_it
         "signed with the stored access token"
     );
 }
+
+/// `postonce auth discord`: a wrong token is refused by `GET /users/@me` and nothing is
+/// stored; the right one is checked, the channels of the bot's server are listed and the one
+/// picked is checked and stored with the token (never printed); `auth status` shows it, and a
+/// real post with the stored credential reaches the Discord fake, once, with the cover.
+#[tokio::test]
+async fn discord_auth_checks_the_token_finds_the_channel_and_a_real_post_uses_it() {
+    use support::discord::{self, DiscordFake};
+    let fake = DiscordFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let api = [("DISCORD_API_URL", fake.api_url())];
+
+    let wrong = postonce(
+        dir.path(),
+        &api,
+        &["auth", "discord"],
+        "MTE4.wrong-token-SECRET7\n1\n",
+    );
+    let (o, e) = texts(&wrong);
+    assert_eq!(wrong.status.code(), Some(2), "{o}\n{e}");
+    assert!(
+        e.contains("/users/@me") && e.contains("401") && e.contains("nothing stored"),
+        "{e}"
+    );
+    assert!(!dir
+        .path()
+        .join("secrets")
+        .join("secret-credentials")
+        .exists());
+
+    let out = postonce(
+        dir.path(),
+        &api,
+        &["auth", "discord"],
+        &format!("{}\n1\n", discord::TOKEN),
+    );
+    let (o, e) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    assert!(
+        e.contains(&format!("#{} in postonce test", discord::CHANNEL_NAME))
+            && !e.contains("#voice"),
+        "the text channels are listed: {e}"
+    );
+    assert!(
+        o.contains(&format!("bot {} ({})", discord::BOT_NAME, discord::BOT_ID))
+            && o.contains(discord::CHANNEL_ID),
+        "{o}"
+    );
+
+    let status = postonce(dir.path(), &[], &["auth", "status"], "");
+    let (o, _) = texts(&status);
+    assert!(o.contains("discord: stored (postonce auth discord)"), "{o}");
+
+    let images = ImageHost::start().await;
+    let post = postonce(
+        dir.path(),
+        &[
+            ("DISCORD_API_URL", fake.api_url()),
+            ("POSTONCE_TARGETS", "discord".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "disc",
+            "--caption",
+            "Hello, Discord",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+        "",
+    );
+    let (o, e) = texts(&post);
+    assert_eq!(post.status.code(), Some(0), "{o}\n{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).expect("json");
+    assert_eq!(v["outcome"], "posted", "{v}");
+    assert_eq!(
+        fake.messages_posted(),
+        1,
+        "posted with the stored token: {o}"
+    );
+    let m = fake.messages().remove(0);
+    assert_eq!(m.content, "Hello, Discord");
+    assert!(m.image.is_some_and(|i| i.taken()), "the cover is attached");
+    assert!(
+        v["url"].as_str().is_some_and(|u| u.ends_with(&m.id)),
+        "the message's link: {v}"
+    );
+}

@@ -101,6 +101,10 @@ fn within(n: Network, r: &Received, mastodon: usize) -> Result<(), String> {
                 && (threads::MIN_WIDTH..=threads::MAX_WIDTH).contains(&w)
                 && !r.shape_over(threads::MAX_RATIO)
         }
+        Network::Discord => {
+            r.is_one_of(&["image/jpeg", "image/png", "image/gif", "image/webp"])
+                && r.bytes <= 10 * 1024 * 1024
+        }
     };
     if ok && r.taken() {
         Ok(())
@@ -261,6 +265,8 @@ fn uploads_and_creates(env: &Env) -> BTreeMap<Network, (u64, u64)> {
                 Network::Mastodon => env.mastodon().upload_requests(),
                 Network::Bluesky => env.bluesky().upload_requests(),
                 Network::Threads => env.threads().container_requests(),
+                // The bytes travel with the create.
+                Network::Discord => env.discord().create_requests(),
             };
             (n, (uploads, env.fake_totals(n).0))
         })
@@ -312,6 +318,7 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
         (Network::Mastodon, Want::Rendition),
         (Network::Bluesky, Want::Rendition),
         (Network::Threads, Want::Original),
+        (Network::Discord, Want::Original),
     ]);
     check_targets(&env, &key, &o, &noise, &want, MASTODON_LIMIT);
     // Threads was given the draft's own URL, and fetched the original from it.
@@ -330,6 +337,12 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
             Network::Mastodon => env.mastodon().images(),
             Network::Bluesky => env.bluesky().uploads(),
             Network::Threads => env.threads().images(),
+            Network::Discord => env
+                .discord()
+                .messages()
+                .into_iter()
+                .filter_map(|m| m.image)
+                .collect(),
         }
         .into_iter()
         .filter(|r| !r.taken())

@@ -18,6 +18,11 @@
 //!   for one network through the signed CI route → 400 naming it and its limit, counted its
 //!   way (Bluesky graphemes; Mastodon 500 with every URL as 23), nothing stored.
 //!
+//! - Discord: a lost answer and a lost request settled by replaying the kept nonce (1 message
+//!   per draft); past the nonce's window the channel is read back, paged and paced (0 creates),
+//!   or, with the read refused, the owner asked; 16 racing runs with the nonce check off → 1
+//!   message; an announcement channel's message published once, also after a lost answer.
+//!
 //! Each test prints its figures per network.
 
 mod support;
@@ -34,6 +39,7 @@ use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
 use postonce::triggers::{HttpRequest, Router};
 use serde_json::{json, Value};
 use support::bluesky::Mode as BskyMode;
+use support::discord::{Mode as DiscordMode, Read as DiscordRead};
 use support::env::{Env, Stores};
 use support::linkedin::DuplicateCheck as LinkedInCheck;
 use support::mastodon::{Mode as MastoMode, Read as MastoRead};
@@ -1211,4 +1217,254 @@ async fn bluesky_keeps_its_session_across_processes_and_logs_in_once() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Discord: the message nonce (`enforce_nonce`), and the channel read back past its window.
+
+/// LinkedIn and Discord, a 2 s quiet period.
+async fn discord_env(overrides: &[(&str, &str)]) -> Env {
+    let mut all = vec![QUIET];
+    all.extend_from_slice(overrides);
+    Env::with_discord(Stores::Real, &all).await
+}
+
+/// The answer is lost (the message made), and, for another draft, the request (nothing made):
+/// both `unknown`, nothing sent inside the quiet period. After it, each kept request is
+/// replayed with its nonce and the cover fetched again: Discord answers the lost answer's
+/// message for its nonce, and makes the lost request's once. One message per draft, each
+/// recorded with its id and link, no question to the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_a_lost_answer_and_a_lost_request_are_settled_by_the_replayed_nonce() {
+    let env = discord_env(&[]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_create_mode(DiscordMode::AcceptThenHang(HANG));
+    let answer_lost = env.key();
+    let first = run_on(&env, &answer_lost, Some(true), n).await;
+    let early = run_on(&env, &answer_lost, None, n).await;
+    assert_eq!(target(&early, n).outcome, OutcomeKind::Unknown, "{early:?}");
+    assert_eq!(
+        d.create_requests(),
+        1,
+        "nothing sent inside the quiet period"
+    );
+    d.set_create_mode(DiscordMode::Hang(HANG));
+    let request_lost = env.key();
+    let second = run_on(&env, &request_lost, Some(true), n).await;
+    d.set_create_mode(DiscordMode::Normal);
+    for o in [&first, &second] {
+        assert_eq!(target(o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    }
+    assert_eq!(
+        d.messages_posted(),
+        1,
+        "only the lost answer's message exists"
+    );
+
+    past_the_quiet_period(&env).await;
+    let (a, b) = tokio::join!(
+        run_on(&env, &answer_lost, None, n),
+        run_on(&env, &request_lost, None, n)
+    );
+    println!(
+        "Discord figures: create requests {}, nonce replays {}, messages {}",
+        d.create_requests(),
+        d.nonce_replays(),
+        d.messages_posted()
+    );
+    for (key, o) in [(&answer_lost, &a), (&request_lost, &b)] {
+        let t = assert_settled(&env, key, n, o);
+        let posts = env.posts_on(key, n);
+        assert_eq!(posts.len(), 1, "one message for {key}: {o:?}");
+        assert_eq!(t.id.as_deref(), Some(posts[0].as_str()));
+        let url = format!(
+            "https://discord.com/channels/{}/{}/{}",
+            support::discord::GUILD_ID,
+            support::discord::CHANNEL_ID,
+            posts[0]
+        );
+        assert_eq!(t.url.as_deref(), Some(url.as_str()), "{t:?}");
+        let r = record(&env, key, n).await.expect("recorded");
+        assert_eq!(r.post_id.as_deref(), Some(posts[0].as_str()));
+    }
+    assert_eq!(d.create_requests(), 4, "one replay per draft");
+    assert_eq!(
+        d.nonce_replays(),
+        1,
+        "the lost answer's replay was answered from its nonce"
+    );
+    assert_eq!(d.messages_posted(), 2, "one message per draft");
+    for m in d.messages() {
+        let image = m.image.clone().expect("the cover is attached");
+        assert!(image.bytes > 0 && image.taken(), "{image:?}");
+        assert_eq!(m.file_name.as_deref(), Some("cover.png"));
+        assert!(m.nonce.as_ref().is_some_and(|n| n.len() <= 25), "{m:?}");
+    }
+    let calls = d.requests();
+    let again = run_on(&env, &answer_lost, None, n).await;
+    assert_eq!(target(&again, n).outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(d.requests(), calls, "a recorded draft sends nothing");
+}
+
+/// Past the nonce's window (the fake's clock moved 10 minutes, the attempts back-dated by as
+/// much), the nonce check off so that only the read-back can tell: the channel is read back,
+/// 100 a page over 750 other messages (one of them another member's with the very same text),
+/// paced by the rate-limit headers (no 429), and the bot's own message is recorded (0 creates).
+/// With the read refused, the owner is asked (0 creates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner() {
+    let env = discord_env(&[]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_nonce_check(false);
+    for i in 0..750 {
+        d.seed_message(
+            "1181234567890777777",
+            &format!("chatter {i}"),
+            Duration::from_secs(60),
+        );
+    }
+    d.set_create_mode(DiscordMode::AcceptThenHang(HANG));
+    let found = env.key();
+    let refused = env.key();
+    let (a, b) = tokio::join!(
+        run_on(&env, &found, Some(true), n),
+        run_on(&env, &refused, Some(true), n)
+    );
+    for o in [&a, &b] {
+        assert_eq!(target(o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    }
+    d.set_create_mode(DiscordMode::Normal);
+    let ours = env.posts_on(&found, n);
+    assert_eq!(ours.len(), 1);
+    let text = d
+        .messages()
+        .into_iter()
+        .find(|m| m.id == ours[0])
+        .map(|m| m.content)
+        .expect("the message");
+    // Another member posted the very same text, before the bot's message.
+    d.seed_message("1181234567890777777", &text, Duration::from_secs(30));
+    past_the_quiet_period(&env).await;
+    let ten_minutes = Duration::from_secs(600);
+    d.advance(ten_minutes);
+    for key in [&found, &refused] {
+        backdate_attempt(&env, key, n, ten_minutes).await;
+    }
+
+    let (reads, creates) = (d.read_requests(), d.create_requests());
+    let o = run_on(&env, &found, None, n).await;
+    let t = assert_settled(&env, &found, n, &o);
+    println!(
+        "Discord past the window: reads {}, 429s {}, creates {} (+{})",
+        d.read_requests() - reads,
+        d.read_429s(),
+        d.create_requests(),
+        d.create_requests() - creates
+    );
+    assert_eq!(t.outcome, OutcomeKind::AlreadyPosted, "{t:?}");
+    assert_eq!(
+        t.id.as_deref(),
+        Some(ours[0].as_str()),
+        "the bot's own message"
+    );
+    assert!(d.read_requests() - reads >= 8, "paged through the channel");
+    assert_eq!(d.read_429s(), 0, "paced by the rate-limit headers");
+    assert_eq!(d.create_requests(), creates, "found: 0 creates");
+
+    d.set_read_mode(DiscordRead::Refused);
+    let o = run_on(&env, &refused, None, n).await;
+    assert_eq!(target(&o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    assert_eq!(
+        button_data(&o),
+        vec![
+            format!("done:{refused}@discord"),
+            format!("force:{refused}@discord")
+        ]
+    );
+    assert_eq!(
+        d.create_requests(),
+        creates,
+        "never re-sent past the window"
+    );
+    assert_eq!(env.posts_on(&refused, n).len(), 1);
+}
+
+/// Sixteen runs of one draft over two processes, Discord's nonce check off: one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_racing_runs_post_one_discord_message() {
+    let env = discord_env(&[]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_nonce_check(false);
+    let key = env.key();
+    let content = env.announcement(&key);
+    let pool = [env.app.clone(), env.another_app().await];
+    let runs: Vec<_> = (0..16)
+        .map(|i| {
+            let app = pool[i % 2].clone();
+            let req = env.request_to(&key, Some(content.clone()), &[n]);
+            let dl = env.deadline();
+            tokio::spawn(async move { app.pipeline.run(req, dl).await })
+        })
+        .collect();
+    let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for r in runs {
+        let o = r.await.expect("run");
+        *kinds.entry(target(&o, n).outcome.as_str()).or_default() += 1;
+    }
+    println!(
+        "Discord, 16 racing runs: {kinds:?}; creates {}, messages {}",
+        d.create_requests(),
+        d.messages_posted()
+    );
+    assert_eq!(d.messages_posted(), 1, "one message");
+    assert_eq!(kinds.get("posted").copied(), Some(1), "{kinds:?}");
+    assert!(record(&env, &key, n).await.is_some());
+}
+
+/// An announcement channel with `DISCORD_CROSSPOST=1`: a message is published to its followers
+/// once. When the create's answer is lost, the publish waits for the settling: the replayed
+/// nonce answers the message (not yet published) and it is published then, once; a later run
+/// sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_crossposts_each_message_once() {
+    let env = discord_env(&[("DISCORD_CROSSPOST", "1")]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_channel_type(5);
+    let plain = env.key();
+    let o = run_on(&env, &plain, Some(true), n).await;
+    assert_eq!(target(&o, n).outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(d.crosspost_requests(), 1);
+
+    d.set_create_mode(DiscordMode::AcceptThenHang(HANG));
+    let lost = env.key();
+    let o = run_on(&env, &lost, Some(true), n).await;
+    d.set_create_mode(DiscordMode::Normal);
+    assert_eq!(target(&o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    assert_eq!(
+        d.crosspost_requests(),
+        1,
+        "not published before it is settled"
+    );
+    past_the_quiet_period(&env).await;
+    let o = run_on(&env, &lost, None, n).await;
+    assert_settled(&env, &lost, n, &o);
+    let again = run_on(&env, &lost, None, n).await;
+    assert_eq!(target(&again, n).outcome, OutcomeKind::AlreadyPosted);
+    println!(
+        "Discord crosspost: creates {}, nonce replays {}, crossposts {}, messages {}",
+        d.create_requests(),
+        d.nonce_replays(),
+        d.crosspost_requests(),
+        d.messages_posted()
+    );
+    assert_eq!(d.crosspost_requests(), 2, "one publish per message");
+    assert_eq!(d.messages_posted(), 2);
+    assert!(
+        d.messages().iter().all(|m| m.flags & 1 == 1),
+        "both published"
+    );
 }

@@ -73,6 +73,7 @@ async fn seen(env: &Env) -> BTreeMap<&'static str, u64> {
         ("mastodon", m.requests() - m.instance_requests()),
         ("bluesky", env.bluesky().requests()),
         ("threads", env.threads().requests()),
+        ("discord", env.discord().requests()),
     ])
 }
 
@@ -122,6 +123,10 @@ fn limits(n: Network) -> Limits {
             width: Some((320, 1440)),
             ..l(&["image/jpeg", "image/png"], 8_000_000)
         },
+        Network::Discord => l(
+            &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            10 * 1024 * 1024,
+        ),
     }
 }
 

@@ -96,6 +96,7 @@ fn settles(n: Network) -> &'static str {
         Network::Mastodon => "replays the request with its idempotency key",
         Network::Bluesky => "reads the post's record key",
         Network::Threads => "reads the kept container's status",
+        Network::Discord => "replays the request with its idempotency key",
     }
 }
 

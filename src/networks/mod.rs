@@ -80,6 +80,7 @@ registry! {
     Mastodon = "mastodon" => mastodon,
     Bluesky = "bluesky" => bluesky,
     Threads = "threads" => threads,
+    Discord = "discord" => discord,
 }
 
 impl Default for Network {

@@ -383,9 +383,11 @@ impl Lane {
 
     /// The image a replay carries. A replayed record at a client-chosen key refers to its blob, which the
     /// network collects when nothing references it: the adapter uploads it again (same bytes,
-    /// same content address) before the replay, so the image is fetched again. The other
-    /// networks' kept requests refer to media they still hold, so none is needed; networks whose
-    /// create carries the bytes are never re-sent ([`Settle::AskOwner`]).
+    /// same content address) before the replay, so the image is fetched again; so is the image
+    /// of a create that carries the bytes and is replayed (Discord's attachment), which the
+    /// adapter checks against the hash its kept request names. The other networks' kept
+    /// requests refer to media they still hold, so none is needed; the Telegram channel, whose
+    /// create carries the bytes too, is never re-sent ([`Settle::AskOwner`]).
     async fn replay_media(
         &self,
         dl: &Deadline,
@@ -397,7 +399,8 @@ impl Lane {
             content_type: "",
             alt: pending.alt.clone(),
         };
-        if !self.adapter.capabilities().client_chosen_id() {
+        let caps = self.adapter.capabilities();
+        if !caps.client_chosen_id() && !caps.create_carries_image {
             return Ok((none, None));
         }
         let Some(content) = &draft.content else {

@@ -13,7 +13,7 @@ use postonce::key::PostKey;
 use postonce::networks::Network;
 
 use crate::support::env::Env;
-use crate::support::{bluesky, linkedin, mastodon, tg_channel, threads, x};
+use crate::support::{bluesky, discord, linkedin, mastodon, tg_channel, threads, x};
 
 /// A hang long enough that the 1.5 s budget of every network in the environment gives up
 /// first, although the post was made.
@@ -123,7 +123,9 @@ pub type Net = &'static dyn ConformanceFake;
 
 /// Every network the suite runs over. A new network: its fake in the environment, one line
 /// here.
-pub static NETWORKS: &[Net] = &[&LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &Threads];
+pub static NETWORKS: &[Net] = &[
+    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &Threads, &Discord,
+];
 
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
@@ -525,5 +527,67 @@ impl ConformanceFake for Threads {
             .filter(|c| c.text.contains(key.slug()))
             .count();
         Some(made)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Discord: a bot posting to a channel, the create carrying the cover as `files[0]`. Its
+/// protection against a repeated create is the message nonce (`enforce_nonce`), which the
+/// fake remembers for a few minutes; off, every create is a new message.
+pub struct Discord;
+
+#[async_trait]
+impl ConformanceFake for Discord {
+    fn network(&self) -> Network {
+        Network::Discord
+    }
+
+    fn set_create(&self, env: &Env, mode: Create) {
+        use discord::Mode;
+        let f = env.discord();
+        f.set_revoked(false);
+        match mode {
+            Create::Accept => f.set_create_mode(Mode::Normal),
+            Create::LoseAnswer => f.set_create_mode(Mode::AcceptThenHang(HANG)),
+            Create::RateLimited { reset_in } => f.set_create_mode(Mode::RateLimited { reset_in }),
+            // "502 gateway unavailable, retry": nothing made.
+            Create::ServerError => f.set_create_mode(Mode::Status(502)),
+            Create::Revoked => f.set_revoked(true),
+        }
+    }
+
+    fn set_duplicate_check(&self, env: &Env, on: bool) {
+        env.discord().set_nonce_check(on);
+    }
+
+    async fn requests(&self, env: &Env) -> u64 {
+        env.discord().requests()
+    }
+
+    fn credentials(&self) -> &'static [&'static str] {
+        &["DISCORD_BOT_TOKEN"]
+    }
+
+    fn shown_create(&self, env: &Env) -> String {
+        format!(
+            "POST {}/channels/{}/messages",
+            env.discord().api_url(),
+            discord::CHANNEL_ID
+        )
+    }
+
+    fn limit(&self) -> usize {
+        2000
+    }
+
+    fn too_long(&self) -> String {
+        // 2,001 UTF-16 units in 1,001 characters: one over on the safe reading (Discord does
+        // not say how it counts).
+        format!("{}a", "😀".repeat(1000))
+    }
+
+    fn names_reset(&self) -> bool {
+        true
     }
 }

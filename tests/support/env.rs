@@ -3,7 +3,8 @@
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
 //! and the Telegram channel fake, for drafts that go to several networks (README "Targets");
 //! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
-//! and [`Env::with_every_network`] every network of the registry. Which fakes start and the
+//! [`Env::with_discord`] Discord alone, and [`Env::with_every_network`] every network of the
+//! registry. Which fakes start and the
 //! variables that point each network at its fake are written once, in `build_env`.
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use postonce::pipeline::{new_run_id, Action, PostRequest, Source};
 use postonce::record::DraftContent;
 
 use super::bluesky::BlueskyFake;
+use super::discord::DiscordFake;
 use super::images::ImageHost;
 use super::linkedin::LinkedInFake;
 use super::mastodon::MastodonFake;
@@ -51,6 +53,8 @@ const FIVE: &[Network] = &[
 ];
 /// [`Env::with_threads`].
 const THREADS: &[Network] = &[Network::Threads];
+/// [`Env::with_discord`].
+const DISCORD: &[Network] = &[Network::Discord];
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +83,8 @@ pub struct Env {
     pub bluesky: Option<BlueskyFake>,
     /// The Threads fake ([`Env::with_threads`], [`Env::with_every_network`]).
     pub threads: Option<ThreadsFake>,
+    /// The Discord fake ([`Env::with_discord`], [`Env::with_every_network`]).
+    pub discord: Option<DiscordFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -127,9 +133,17 @@ impl Env {
         Self::build_env(stores, overrides, THREADS).await
     }
 
-    /// Every network of the registry, each through its fake as [`Env::with_five_targets`]
-    /// and [`Env::with_threads`] wire them, all six as `POSTONCE_TARGETS`
-    /// (`linkedin,x,telegram,mastodon,bluesky,threads`). `overrides` are applied last (an
+    /// LinkedIn and Discord (`POSTONCE_TARGETS=linkedin,discord`): the Discord fake through
+    /// `DISCORD_API_URL`, `DISCORD_BOT_TOKEN` and `DISCORD_CHANNEL_ID`, its budget
+    /// (`POSTONCE_DISCORD_TIMEOUT_MS`) 1.5 s like the others'. `overrides` are applied last (an
+    /// empty value removes a variable).
+    pub async fn with_discord(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, DISCORD).await
+    }
+
+    /// Every network of the registry, each through its fake as [`Env::with_five_targets`],
+    /// [`Env::with_threads`] and [`Env::with_discord`] wire them, all of them as
+    /// `POSTONCE_TARGETS` (`linkedin,x,telegram,mastodon,bluesky,threads,discord`). `overrides` are applied last (an
     /// empty value removes a variable).
     pub async fn with_every_network(stores: Stores, overrides: &[(&str, &str)]) -> Self {
         Self::build_env(stores, overrides, &Network::ALL).await
@@ -163,6 +177,11 @@ impl Env {
         };
         let threads = if on(Network::Threads) {
             Some(ThreadsFake::start().await)
+        } else {
+            None
+        };
+        let discord = if on(Network::Discord) {
+            Some(DiscordFake::start().await)
         } else {
             None
         };
@@ -242,6 +261,14 @@ impl Env {
                 ("POSTONCE_THREADS_TIMEOUT_MS", "1500".to_owned()),
             ]);
         }
+        if let Some(d) = &discord {
+            set(&[
+                ("DISCORD_API_URL", d.api_url()),
+                ("DISCORD_BOT_TOKEN", super::discord::TOKEN.to_owned()),
+                ("DISCORD_CHANNEL_ID", super::discord::CHANNEL_ID.to_owned()),
+                ("POSTONCE_DISCORD_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -293,6 +320,7 @@ impl Env {
             mastodon,
             bluesky,
             threads,
+            discord,
             vars,
             app,
             data_dir,
@@ -332,6 +360,13 @@ impl Env {
         self.threads
             .as_ref()
             .expect("an environment from Env::with_threads has the Threads fake")
+    }
+
+    /// The Discord fake of an environment from [`Env::with_discord`].
+    pub fn discord(&self) -> &DiscordFake {
+        self.discord
+            .as_ref()
+            .expect("an environment from Env::with_discord has the Discord fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's

@@ -60,6 +60,13 @@ impl Env {
                 .filter(|p| p.text.contains(slug))
                 .map(|p| p.id)
                 .collect(),
+            Network::Discord => self
+                .discord()
+                .messages()
+                .into_iter()
+                .filter(|m| m.content.contains(slug))
+                .map(|m| m.id)
+                .collect(),
         }
     }
 
@@ -86,6 +93,10 @@ impl Env {
             Network::Threads => (
                 self.threads().publish_requests(),
                 self.threads().posts_created(),
+            ),
+            Network::Discord => (
+                self.discord().create_requests(),
+                self.discord().messages_posted(),
             ),
         }
     }
@@ -141,6 +152,13 @@ impl Env {
                         .and_then(|c| self.threads().container(&c))
                         .and_then(|c| c.image)
                 })
+                .collect(),
+            Network::Discord => self
+                .discord()
+                .messages()
+                .into_iter()
+                .filter(|m| m.content.contains(slug))
+                .filter_map(|m| m.image)
                 .collect(),
         }
     }

@@ -5,6 +5,7 @@
 pub mod bluesky;
 pub mod chaos;
 pub mod covers;
+pub mod discord;
 pub mod env;
 pub mod fake_counts;
 pub mod images;

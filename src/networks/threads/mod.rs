@@ -129,6 +129,7 @@ pub fn capabilities() -> Capabilities {
         // The first URL becomes the link preview; at most 5 links.
         links: Links::AsText,
         fetches_image: true,
+        create_carries_image: false,
     }
 }
 
