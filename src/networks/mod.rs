@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod auth;
 pub mod capabilities;
+pub mod graph;
 pub mod http;
 pub mod links;
 pub mod oauth;
@@ -80,6 +81,7 @@ registry! {
     Mastodon = "mastodon" => mastodon,
     Bluesky = "bluesky" => bluesky,
     Threads = "threads" => threads,
+    Instagram = "instagram" => instagram,
 }
 
 impl Default for Network {

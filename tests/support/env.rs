@@ -3,7 +3,7 @@
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
 //! and the Telegram channel fake, for drafts that go to several networks (README "Targets");
 //! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
-//! and [`Env::with_every_network`] every network of the registry. Which fakes start and the
+//! [`Env::with_instagram`] Instagram alone, and [`Env::with_every_network`] every network of the registry. Which fakes start and the
 //! variables that point each network at its fake are written once, in `build_env`.
 
 use std::collections::HashMap;
@@ -20,6 +20,7 @@ use postonce::record::DraftContent;
 
 use super::bluesky::BlueskyFake;
 use super::images::ImageHost;
+use super::instagram::InstagramFake;
 use super::linkedin::LinkedInFake;
 use super::mastodon::MastodonFake;
 use super::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
@@ -51,6 +52,8 @@ const FIVE: &[Network] = &[
 ];
 /// [`Env::with_threads`].
 const THREADS: &[Network] = &[Network::Threads];
+/// [`Env::with_instagram`].
+const INSTAGRAM: &[Network] = &[Network::Instagram];
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,8 @@ pub struct Env {
     pub bluesky: Option<BlueskyFake>,
     /// The Threads fake ([`Env::with_threads`], [`Env::with_every_network`]).
     pub threads: Option<ThreadsFake>,
+    /// The Instagram fake ([`Env::with_instagram`], [`Env::with_every_network`]).
+    pub instagram: Option<InstagramFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -127,6 +132,13 @@ impl Env {
         Self::build_env(stores, overrides, THREADS).await
     }
 
+    /// LinkedIn and Instagram (`POSTONCE_TARGETS=linkedin,instagram`): the Instagram fake
+    /// through `INSTAGRAM_API_URL` and `INSTAGRAM_ACCESS_TOKEN` (`INSTAGRAM_USER_ID` left at
+    /// `me`), its budget 1.5 s like the others'. The fake fetches the draft's image itself.
+    pub async fn with_instagram(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, INSTAGRAM).await
+    }
+
     /// Every network of the registry, each through its fake as [`Env::with_five_targets`]
     /// and [`Env::with_threads`] wire them, all six as `POSTONCE_TARGETS`
     /// (`linkedin,x,telegram,mastodon,bluesky,threads`). `overrides` are applied last (an
@@ -163,6 +175,11 @@ impl Env {
         };
         let threads = if on(Network::Threads) {
             Some(ThreadsFake::start().await)
+        } else {
+            None
+        };
+        let instagram = if on(Network::Instagram) {
+            Some(InstagramFake::start().await)
         } else {
             None
         };
@@ -242,6 +259,13 @@ impl Env {
                 ("POSTONCE_THREADS_TIMEOUT_MS", "1500".to_owned()),
             ]);
         }
+        if let Some(i) = &instagram {
+            set(&[
+                ("INSTAGRAM_API_URL", i.uri()),
+                ("INSTAGRAM_ACCESS_TOKEN", super::instagram::TOKEN.to_owned()),
+                ("POSTONCE_INSTAGRAM_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -293,6 +317,7 @@ impl Env {
             mastodon,
             bluesky,
             threads,
+            instagram,
             vars,
             app,
             data_dir,
@@ -332,6 +357,13 @@ impl Env {
         self.threads
             .as_ref()
             .expect("an environment from Env::with_threads has the Threads fake")
+    }
+
+    /// The Instagram fake of an environment from [`Env::with_instagram`].
+    pub fn instagram(&self) -> &InstagramFake {
+        self.instagram
+            .as_ref()
+            .expect("an environment from Env::with_instagram has the Instagram fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's
