@@ -363,32 +363,15 @@ async fn threads_auth_by_paste_exchanges_for_the_long_lived_token_then_posts() {
     let api = ThreadsFake::start().await;
     api.set_fetch_images(false);
     let images = ImageHost::start().await;
-    let out = run(&mut postonce(
+    let body = post_with_stored(
         dir.path(),
         &[
             ("THREADS_API_URL", api.uri()),
             ("POSTONCE_TARGETS", "threads".into()),
             ("POSTONCE_IMAGE_HOSTS", images.uri()),
         ],
-        &[
-            "post",
-            "--kind",
-            "blog",
-            "--slug",
-            "first",
-            "--caption",
-            "Hello, Threads",
-            "--image",
-            &images.url("/cover.png"),
-            "--json",
-        ],
-    ));
-    let body = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{body}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "Hello, Threads",
+        &images.url("/cover.png"),
     );
     assert_eq!(api.posts_created(), 1, "{body}");
     assert_eq!(
@@ -397,6 +380,35 @@ async fn threads_auth_by_paste_exchanges_for_the_long_lived_token_then_posts() {
         "the fake saw the stored long-lived token"
     );
     no_secret("post", &body);
+}
+
+/// `postonce post` of a new draft (`blog-first`) with nothing but `vars` and the credential
+/// stored in `dir`: exit 0; its JSON answer.
+fn post_with_stored(dir: &Path, vars: &[(&str, String)], caption: &str, image: &str) -> String {
+    let out = run(&mut postonce(
+        dir,
+        vars,
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "first",
+            "--caption",
+            caption,
+            "--image",
+            image,
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    body
 }
 
 /// Each refusal: exit 2, a message naming the cause, nothing stored.
@@ -526,6 +538,11 @@ async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_
     auth.paste(&location);
     let (code, out, err) = auth.finish();
     assert_eq!(code, 0, "{out}\n{err}");
+    age(dir, "threads", age_s, left_s);
+}
+
+/// `network`'s stored credential in `dir` made `age_s` old with `left_s` to go.
+fn age(dir: &Path, network: &str, age_s: i64, left_s: i64) {
     let file = dir.join("secrets").join("secret-credentials");
     let mut v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
@@ -533,8 +550,8 @@ async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs() as i64;
-    v["networks"]["threads"]["obtained_at"] = (now - age_s).into();
-    v["networks"]["threads"]["expires_at"] = (now + left_s).into();
+    v["networks"][network]["obtained_at"] = (now - age_s).into();
+    v["networks"][network]["expires_at"] = (now + left_s).into();
     std::fs::write(&file, v.to_string()).expect("aged");
 }
 
@@ -741,35 +758,15 @@ async fn instagram_auth_by_listener_and_by_paste_then_a_post_and_a_refresh() {
     // A post with the stored token (and the stored INSTAGRAM_USER_ID).
     let api = InstagramFake::start().await;
     let images = ImageHost::start().await;
-    let post = |slug: &'static str| {
-        run(&mut postonce(
-            dir.path(),
-            &[
-                ("INSTAGRAM_API_URL", api.uri()),
-                ("POSTONCE_TARGETS", "instagram".into()),
-                ("POSTONCE_IMAGE_HOSTS", images.uri()),
-            ],
-            &[
-                "post",
-                "--kind",
-                "blog",
-                "--slug",
-                slug,
-                "--caption",
-                "Hello, Instagram #postonce",
-                "--image",
-                &images.url("/cover.jpg"),
-                "--json",
-            ],
-        ))
-    };
-    let out = post("first");
-    let body = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{body}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let body = post_with_stored(
+        dir.path(),
+        &[
+            ("INSTAGRAM_API_URL", api.uri()),
+            ("POSTONCE_TARGETS", "instagram".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        "Hello, Instagram #postonce",
+        &images.url("/cover.jpg"),
     );
     assert_eq!(api.posts_created(), 1, "{body}");
     assert_eq!(
@@ -784,16 +781,7 @@ async fn instagram_auth_by_listener_and_by_paste_then_a_post_and_a_refresh() {
     no_secret("post", &body);
 
     // Two days old with ten to go: due; doctor's process refreshes it and reads with the new one.
-    let file = dir.path().join("secrets").join("secret-credentials");
-    let mut v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
-    v["networks"]["instagram"]["obtained_at"] = (now - 2 * 86_400).into();
-    v["networks"]["instagram"]["expires_at"] = (now + 10 * 86_400).into();
-    std::fs::write(&file, v.to_string()).expect("aged");
+    age(dir.path(), "instagram", 2 * 86_400, 10 * 86_400);
     let out = run(&mut postonce(
         dir.path(),
         &[

@@ -3,7 +3,7 @@
 //! refuses what is over them with the network's own error (tests/fake_limits.rs checks the
 //! fakes themselves). Every count and every hash is taken at the fakes:
 //!
-//! - a 3 MB noise PNG cover, in one run to all six networks: each network receives an image
+//! - a 3 MB noise PNG cover, in one run to every network: each network receives an image
 //!   within its limits; where the original fits (LinkedIn, X, the channel, Threads' own fetch)
 //!   it arrives byte for byte (SHA-256 equal); Mastodon (an instance stating a 2,000,000-byte
 //!   limit) and Bluesky (1,000,000) get renditions; the outcome JSON's `targets.<net>.image`
@@ -286,7 +286,7 @@ fn told(env: &Env, key: &PostKey) -> usize {
 // ---------------------------------------------------------------------------------------------
 // 1. One run, every network, each within its limits.
 
-/// A 3 MB noise PNG (1000×1000, which no codec compresses) to all six networks in one run. The
+/// A 3 MB noise PNG (1000×1000, which no codec compresses) to every network in one run. The
 /// Mastodon instance states a 2,000,000-byte `image_size_limit` (read by a process started
 /// after it said so).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -348,7 +348,7 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
     }
 }
 
-/// A WebP cover (what static-site generators emit) to all six networks in one run: LinkedIn
+/// A WebP cover (what static-site generators emit) to every network in one run: LinkedIn
 /// and the channel, which take no WebP, get renditions; X, Mastodon and Bluesky the original;
 /// Threads, which fetches the URL itself and takes JPEG or PNG only, is refused before any
 /// request to it, with the reason, and the others go on: `partial`.

@@ -51,13 +51,25 @@ fn target(o: &Outcome, n: Network) -> TargetOutcome {
 
 /// One run of `key` to Threads only, with a fresh draft (`true`) or the stored one.
 async fn run(env: &Env, key: &PostKey, fresh: bool) -> Outcome {
-    let content = fresh.then(|| env.announcement(key));
+    run_on(
+        env,
+        key,
+        fresh.then(|| env.announcement(key)),
+        Network::Threads,
+    )
+    .await
+}
+
+/// One run of `key` to `n` only, with `content` as its fresh draft (or the stored one).
+async fn run_on(
+    env: &Env,
+    key: &PostKey,
+    content: Option<postonce::record::DraftContent>,
+    n: Network,
+) -> Outcome {
     env.app
         .pipeline
-        .run(
-            env.request_to(key, content, &[Network::Threads]),
-            env.deadline(),
-        )
+        .run(env.request_to(key, content, &[n]), env.deadline())
         .await
 }
 
@@ -488,18 +500,21 @@ async fn without_a_token_threads_is_a_dry_run_that_sends_nothing() {
 /// One run of `key` to Instagram only, with a fresh draft (its cover a square JPEG) or the
 /// stored one.
 async fn run_ig(env: &Env, key: &PostKey, fresh: bool) -> Outcome {
-    let content = fresh.then(|| {
-        let mut c = env.announcement(key);
-        c.image = env.images.url("/cover.jpg");
-        c
-    });
-    env.app
-        .pipeline
-        .run(
-            env.request_to(key, content, &[Network::Instagram]),
-            env.deadline(),
-        )
-        .await
+    run_on(
+        env,
+        key,
+        fresh.then(|| square(env, key)),
+        Network::Instagram,
+    )
+    .await
+}
+
+/// The usual draft of `key` with a square JPEG as its cover.
+fn square(env: &Env, key: &PostKey) -> postonce::record::DraftContent {
+    postonce::record::DraftContent {
+        image: env.images.url("/cover.jpg"),
+        ..env.announcement(key)
+    }
 }
 
 /// 16 runs of one draft racing over two sets of clients, a publish whose answer is lost
@@ -523,8 +538,7 @@ async fn instagram_16_racing_runs_a_lost_answer_and_a_lost_request_each_make_one
     // A race of 16.
     let raced = env.key();
     let other = env.another_app().await;
-    let mut content = env.announcement(&raced);
-    content.image = env.images.url("/cover.jpg");
+    let content = square(&env, &raced);
     let runs: Vec<_> = (0..16)
         .map(|i| {
             let app = if i % 2 == 0 {

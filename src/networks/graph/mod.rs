@@ -223,8 +223,9 @@ pub struct GraphAdapter<M: Meta> {
 
 impl<M: Meta> fmt::Debug for GraphAdapter<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GraphAdapter")
-            .field("network", &M::DIALECT.name)
+        // `ThreadsAdapter`, `InstagramAdapter`: the network's own name for its adapter.
+        let name = format!("{}Adapter", M::DIALECT.name);
+        f.debug_struct(&name)
             .field("base", &self.base)
             .field("user", &self.user)
             .field("token", &self.token)

@@ -127,8 +127,8 @@ impl GraphError {
 }
 
 /// Graph codes that mean "too many calls" (4, 17, 32, 613), the publishing quota
-/// included.
-pub const RATE_LIMIT_CODES: [i64; 4] = [4, 17, 32, 613];
+/// included (9: Instagram's used-up publishing quota, as observed).
+pub const RATE_LIMIT_CODES: [i64; 5] = [4, 9, 17, 32, 613];
 /// Code 190: the token is invalid, expired or revoked.
 pub const TOKEN_CODE: i64 = 190;
 /// Code 100: an invalid parameter (an image URL the network cannot fetch, …).

@@ -27,9 +27,9 @@ fn a_dead_token_is_a_refused_credential_naming_auth_instagram() {
             );
         }
     }
-    // Code 9 ("rate limit", observed for the publishing quota) is not among the Graph
-    // throttling codes; 4 is, and names Instagram's 50.
-    let e = classify(&DIALECT, Op::Publish, 400, &h, &graph(4, None));
+    // Code 9 (observed for a used-up publishing quota) is a rate limit, as 4 is; a publish's
+    // names Instagram's 50.
+    let e = classify(&DIALECT, Op::Publish, 400, &h, &graph(9, None));
     assert!(matches!(&e, PostError::RateLimited { message, .. } if message.contains("50 posts")), "{e:?}");
     let e = classify(&DIALECT, Op::Container, 400, &h, &graph(100, Some(2_207_052)));
     assert!(
