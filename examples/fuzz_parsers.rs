@@ -303,7 +303,7 @@ fn bluesky_answers(data: &[u8]) {
 }
 
 fn threads_answers(data: &[u8]) {
-    use postonce::networks::threads::wire::{self as t, Op};
+    use postonce::networks::graph::wire::{self as t, Op};
     let w = wire(data);
     let ops = [
         Op::Container,
@@ -313,16 +313,24 @@ fn threads_answers(data: &[u8]) {
         Op::List,
         Op::Check,
     ];
-    let _ = t::classify(pick(data, &ops), w.status, &w.headers, &w.body);
+    // Both Graph dialects: Threads' field names and Instagram's.
+    for d in [
+        &postonce::networks::threads::DIALECT,
+        &postonce::networks::instagram::DIALECT,
+    ] {
+        let _ = t::classify(d, pick(data, &ops), w.status, &w.headers, &w.body);
+        if let Some(v) = &w.json {
+            let _ = t::ContainerStatus::parse(d, v);
+            for post in t::ListPage::parse(d, v).posts {
+                let _ = post.timestamp.as_deref().map(t::parse_timestamp);
+                let _ = post.text.as_deref().map(t::comparable);
+            }
+        }
+    }
     let _ = t::GraphError::parse(&w.body).map(|g| g.describe());
     let _ = t::parse_timestamp(&w.body);
     if let Some(v) = &w.json {
-        let _ = t::ContainerStatus::parse(v);
         let _ = t::id_of(v);
-        for post in t::ListPage::parse(v).posts {
-            let _ = post.timestamp.as_deref().map(t::parse_timestamp);
-            let _ = post.text.as_deref().map(t::comparable);
-        }
     }
 }
 

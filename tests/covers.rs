@@ -121,6 +121,39 @@ fn threads_gets_the_original_or_nothing() {
     assert!(why.contains("320"), "{why}");
 }
 
+/// Instagram's limits, from its capabilities: a JPEG that fits goes as it is; a PNG, or a
+/// JPEG wider than 1440, gets a JPEG rendition that fits where a rendition can reach it (and,
+/// as for Threads, is refused while the network fetches the draft's own URL); a shape outside
+/// 4:5 to 1.91:1 would need cropping and is refused with the reason.
+#[test]
+fn instagram_covers_follow_its_capabilities() {
+    let ig = postonce::networks::instagram::capabilities().images;
+    let fits = covers::jpeg(1080, 1350, 85);
+    let c = cover_of(fits.clone(), &ig, true).unwrap();
+    assert!(!c.rendition && c.bytes.as_ref() == fits.as_slice());
+    for original in [covers::smooth_png(1080, 1080), covers::jpeg(2000, 1500, 85)] {
+        let c = cover_of(original.clone(), &ig, true).unwrap();
+        assert!(
+            c.rendition && c.format == Format::Jpeg && c.width <= 1440,
+            "{}x{}",
+            c.width,
+            c.height
+        );
+        assert!(c.width >= 320 && c.bytes.len() <= 8_000_000);
+        assert_eq!(
+            cover_of(original.clone(), &ig, true).unwrap().bytes,
+            c.bytes,
+            "the same bytes"
+        );
+        let why = refused(cover_of(original, &ig, false));
+        assert!(why.contains("URL"), "{why}");
+    }
+    let why = refused(cover_of(covers::jpeg(1000, 2000, 85), &ig, true));
+    assert!(why.contains("too tall") && why.contains("4:5"), "{why}");
+    let why = refused(cover_of(covers::smooth_png(2000, 1000), &ig, true));
+    assert!(why.contains("too wide") && why.contains("191:100"), "{why}");
+}
+
 #[test]
 fn a_decompression_bomb_is_refused_from_its_header() {
     let bomb = covers::bomb_png(100_000);

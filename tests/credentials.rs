@@ -12,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 
 use support::images::ImageHost;
+use support::instagram::{self, InstagramFake};
 use support::linkedin::LinkedInFake;
 use support::oauth::{self, OAuthFake};
 use support::threads::{self, ThreadsFake};
@@ -48,6 +49,16 @@ fn threads_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
         ("THREADS_APP_SECRET", oauth::THREADS_APP_SECRET.into()),
         ("THREADS_OAUTH_URL", fake.uri()),
         ("THREADS_API_URL", fake.uri()),
+    ]
+}
+
+fn instagram_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
+    vec![
+        ("INSTAGRAM_APP_ID", oauth::INSTAGRAM_APP_ID.into()),
+        ("INSTAGRAM_APP_SECRET", oauth::INSTAGRAM_APP_SECRET.into()),
+        ("INSTAGRAM_OAUTH_URL", fake.uri()),
+        ("INSTAGRAM_TOKEN_URL", fake.uri()),
+        ("INSTAGRAM_API_URL", fake.uri()),
     ]
 }
 
@@ -145,6 +156,7 @@ fn no_secret(what: &str, text: &str) {
         "SECRET5",
         "SECRET6",
         threads::TOKEN,
+        instagram::TOKEN,
     ] {
         assert!(
             !text.contains(mark),
@@ -351,32 +363,15 @@ async fn threads_auth_by_paste_exchanges_for_the_long_lived_token_then_posts() {
     let api = ThreadsFake::start().await;
     api.set_fetch_images(false);
     let images = ImageHost::start().await;
-    let out = run(&mut postonce(
+    let body = post_with_stored(
         dir.path(),
         &[
             ("THREADS_API_URL", api.uri()),
             ("POSTONCE_TARGETS", "threads".into()),
             ("POSTONCE_IMAGE_HOSTS", images.uri()),
         ],
-        &[
-            "post",
-            "--kind",
-            "blog",
-            "--slug",
-            "first",
-            "--caption",
-            "Hello, Threads",
-            "--image",
-            &images.url("/cover.png"),
-            "--json",
-        ],
-    ));
-    let body = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{body}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "Hello, Threads",
+        &images.url("/cover.png"),
     );
     assert_eq!(api.posts_created(), 1, "{body}");
     assert_eq!(
@@ -385,6 +380,35 @@ async fn threads_auth_by_paste_exchanges_for_the_long_lived_token_then_posts() {
         "the fake saw the stored long-lived token"
     );
     no_secret("post", &body);
+}
+
+/// `postonce post` of a new draft (`blog-first`) with nothing but `vars` and the credential
+/// stored in `dir`: exit 0; its JSON answer.
+fn post_with_stored(dir: &Path, vars: &[(&str, String)], caption: &str, image: &str) -> String {
+    let out = run(&mut postonce(
+        dir,
+        vars,
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "first",
+            "--caption",
+            caption,
+            "--image",
+            image,
+            "--json",
+        ],
+    ));
+    let body = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    body
 }
 
 /// Each refusal: exit 2, a message naming the cause, nothing stored.
@@ -514,6 +538,11 @@ async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_
     auth.paste(&location);
     let (code, out, err) = auth.finish();
     assert_eq!(code, 0, "{out}\n{err}");
+    age(dir, "threads", age_s, left_s);
+}
+
+/// `network`'s stored credential in `dir` made `age_s` old with `left_s` to go.
+fn age(dir: &Path, network: &str, age_s: i64, left_s: i64) {
     let file = dir.join("secrets").join("secret-credentials");
     let mut v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).expect("stored")).expect("json");
@@ -521,8 +550,8 @@ async fn threads_stored_and_aged(fake: &OAuthFake, dir: &Path, age_s: i64, left_
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs() as i64;
-    v["networks"]["threads"]["obtained_at"] = (now - age_s).into();
-    v["networks"]["threads"]["expires_at"] = (now + left_s).into();
+    v["networks"][network]["obtained_at"] = (now - age_s).into();
+    v["networks"][network]["expires_at"] = (now + left_s).into();
     std::fs::write(&file, v.to_string()).expect("aged");
 }
 
@@ -822,4 +851,104 @@ async fn a_running_serve_posts_with_the_credential_another_process_stored_after_
     let (status, body) = ci("after").await;
     assert!(body.contains("already_posted"), "{status} {body}");
     assert_eq!(li.posts_created(), 2);
+}
+
+/// `auth instagram` (Instagram Login) through the listener, then by `--paste`: the code (its
+/// short-lived token answered inside `{"data":[…]}`), the long-lived exchange
+/// (`ig_exchange_token`), the professional account's id from `/me`'s `user_id`; then a post
+/// with nothing but the stored token and id, and a refresh (`ig_refresh_token`) once it is due.
+#[tokio::test]
+async fn instagram_auth_by_listener_and_by_paste_then_a_post_and_a_refresh() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &instagram_app(&fake),
+        &["auth", "instagram", "--no-browser"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("scope=instagram_business_basic%2Cinstagram_business_content_publish")
+            && url.contains(oauth::INSTAGRAM_APP_ID),
+        "{url}"
+    );
+    let page = follow(&authorize(&url).await).await;
+    assert!(page.contains("received the authorization"), "{page}");
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let who = format!("@{} ({})", instagram::USERNAME, instagram::USER_ID);
+    assert!(stdout.contains(&who), "{stdout}");
+    no_secret("auth stdout", &stdout);
+    no_secret("auth stderr", &stderr);
+
+    // Again by paste (a server without a browser): the https redirect, Meta's `#_` stripped.
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &instagram_app(&fake),
+        &["auth", "instagram", "--paste"],
+    ));
+    let location = authorize(&auth.url()).await;
+    assert!(
+        location.starts_with("https://127.0.0.1:8080/callback?code=") && location.ends_with("#_"),
+        "{location}"
+    );
+    auth.paste(&location);
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains(&who), "{stdout}");
+    let status = status_of(dir.path(), &[]);
+    assert!(
+        status.contains("instagram: stored (postonce auth instagram)") && status.contains(&who),
+        "{status}"
+    );
+    assert!(status.contains("postonce refreshes it"), "{status}");
+
+    // A post with the stored token (and the stored INSTAGRAM_USER_ID).
+    let api = InstagramFake::start().await;
+    let images = ImageHost::start().await;
+    let body = post_with_stored(
+        dir.path(),
+        &[
+            ("INSTAGRAM_API_URL", api.uri()),
+            ("POSTONCE_TARGETS", "instagram".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        "Hello, Instagram #postonce",
+        &images.url("/cover.jpg"),
+    );
+    assert_eq!(api.posts_created(), 1, "{body}");
+    assert_eq!(
+        api.bad_tokens(),
+        0,
+        "the fake saw the stored long-lived token"
+    );
+    assert!(
+        body.contains("https://www.instagram.com/p/"),
+        "the permalink: {body}"
+    );
+    no_secret("post", &body);
+
+    // Two days old with ten to go: due; doctor's process refreshes it and reads with the new one.
+    age(dir.path(), "instagram", 2 * 86_400, 10 * 86_400);
+    let out = run(&mut postonce(
+        dir.path(),
+        &[
+            ("INSTAGRAM_API_URL", fake.uri()),
+            ("POSTONCE_TARGETS", "instagram".into()),
+        ],
+        &["doctor"],
+    ));
+    no_secret("doctor", &String::from_utf8_lossy(&out.stdout));
+    assert_eq!(fake.refresh_calls(), 1, "refreshed once");
+    assert_ne!(fake.instagram_token(), instagram::TOKEN);
+    assert_eq!(
+        fake.limit_tokens().last(),
+        Some(&fake.instagram_token()),
+        "read with the new token"
+    );
+    let status = status_of(dir.path(), &[]);
+    assert!(
+        status.contains("expires in 59 days"),
+        "the refreshed expiry: {status}"
+    );
 }

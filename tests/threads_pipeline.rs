@@ -51,13 +51,25 @@ fn target(o: &Outcome, n: Network) -> TargetOutcome {
 
 /// One run of `key` to Threads only, with a fresh draft (`true`) or the stored one.
 async fn run(env: &Env, key: &PostKey, fresh: bool) -> Outcome {
-    let content = fresh.then(|| env.announcement(key));
+    run_on(
+        env,
+        key,
+        fresh.then(|| env.announcement(key)),
+        Network::Threads,
+    )
+    .await
+}
+
+/// One run of `key` to `n` only, with `content` as its fresh draft (or the stored one).
+async fn run_on(
+    env: &Env,
+    key: &PostKey,
+    content: Option<postonce::record::DraftContent>,
+    n: Network,
+) -> Outcome {
     env.app
         .pipeline
-        .run(
-            env.request_to(key, content, &[Network::Threads]),
-            env.deadline(),
-        )
+        .run(env.request_to(key, content, &[n]), env.deadline())
         .await
 }
 
@@ -477,4 +489,317 @@ async fn without_a_token_threads_is_a_dry_run_that_sends_nothing() {
         .as_deref()
         .is_some_and(postonce::networks::is_dry_run_urn));
     assert_eq!(env.threads().requests(), 0, "nothing sent to Threads");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instagram: the same container primitive through the same Graph adapter ([`Env::with_instagram`],
+// its fake speaking `/v25.0/{user}/media`, `media_publish`, `status_code`), and what is
+// Instagram's own: the publishing quota read before every publish, JPEG covers only, 30
+// hashtags at most.
+
+/// One run of `key` to Instagram only, with a fresh draft (its cover a square JPEG) or the
+/// stored one.
+async fn run_ig(env: &Env, key: &PostKey, fresh: bool) -> Outcome {
+    run_on(
+        env,
+        key,
+        fresh.then(|| square(env, key)),
+        Network::Instagram,
+    )
+    .await
+}
+
+/// The usual draft of `key` with a square JPEG as its cover.
+fn square(env: &Env, key: &PostKey) -> postonce::record::DraftContent {
+    postonce::record::DraftContent {
+        image: env.images.url("/cover.jpg"),
+        ..env.announcement(key)
+    }
+}
+
+/// 16 runs of one draft racing over two sets of clients, a publish whose answer is lost
+/// (Instagram publishes, then hangs past the budget) and one that never lands (hangs, does
+/// nothing): one post per draft, one container per draft, no question to the owner. The fake
+/// would publish a container twice if asked ([`support::meta::MetaFake::set_republish`]), so
+/// nothing but postonce stands between a draft and a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instagram_16_racing_runs_a_lost_answer_and_a_lost_request_each_make_one_post() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_instagram(Stores::Real, &[QUIET]).await;
+    let ig = env.instagram();
+    ig.set_republish(true);
+    let containers_of = |key: &PostKey| {
+        ig.containers()
+            .into_iter()
+            .filter(|c| c.text.contains(key.slug()))
+            .count()
+    };
+
+    // A race of 16.
+    let raced = env.key();
+    let other = env.another_app().await;
+    let content = square(&env, &raced);
+    let runs: Vec<_> = (0..16)
+        .map(|i| {
+            let app = if i % 2 == 0 {
+                env.app.clone()
+            } else {
+                other.clone()
+            };
+            let req = env.request_to(&raced, Some(content.clone()), &[Network::Instagram]);
+            let dl = env.deadline();
+            tokio::spawn(async move { app.pipeline.run(req, dl).await })
+        })
+        .collect();
+    let mut posted = 0;
+    for r in runs {
+        let o = r.await.expect("a run");
+        if target(&o, Network::Instagram).outcome == OutcomeKind::Posted {
+            posted += 1;
+        }
+    }
+    assert_eq!(posted, 1, "one run posts");
+    assert_eq!(ig.posts_with(raced.slug()).len(), 1, "one post of 16 runs");
+    assert_eq!(containers_of(&raced), 1, "one container");
+
+    // The answer lost after the post was made.
+    let lost_answer = env.key();
+    ig.set_publish_mode(Mode::AcceptThenHang(HANG));
+    let first = run_ig(&env, &lost_answer, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    // The request lost before Instagram did anything.
+    let lost_request = env.key();
+    ig.set_publish_mode(Mode::Hang(HANG));
+    let first = run_ig(&env, &lost_request, true).await;
+    assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
+    ig.set_publish_mode(Mode::Normal);
+    assert_eq!(ig.posts_with(lost_answer.slug()).len(), 1);
+    assert_eq!(ig.posts_with(lost_request.slug()).len(), 0);
+
+    env.wait_out_quiet_period(&lost_request.on(Network::Instagram))
+        .await;
+    for key in [&lost_answer, &lost_request] {
+        let o = run_ig(&env, key, false).await;
+        let t = target(&o, Network::Instagram);
+        assert!(
+            matches!(t.outcome, OutcomeKind::Posted | OutcomeKind::AlreadyPosted),
+            "{o:?}"
+        );
+        assert_eq!(questions(key, &o), 0, "no question to the owner: {o:?}");
+        assert!(
+            t.url
+                .as_deref()
+                .is_some_and(|u| u.starts_with("https://www.instagram.com/p/")),
+            "{t:?}"
+        );
+        assert_eq!(ig.posts_with(key.slug()).len(), 1, "one post");
+        assert_eq!(containers_of(key), 1, "the same container");
+        let again = run_ig(&env, key, false).await;
+        assert_eq!(
+            target(&again, Network::Instagram).outcome,
+            OutcomeKind::AlreadyPosted
+        );
+    }
+    assert_eq!(ig.max_posts_per_text(), 1);
+    assert_eq!(ig.bad_tokens(), 0);
+    println!(
+        "Instagram: {} containers, {} publishes, {} posts, {} quota reads",
+        ig.container_requests(),
+        ig.publish_requests(),
+        ig.posts_created(),
+        ig.limit_reads()
+    );
+}
+
+/// The daily publishing quota is read before the publish: used up, nothing is published (the
+/// publish is never sent), the target fails retryable and says so. A local cover, a PNG and a
+/// 31st hashtag are refused before any request to Instagram; a revoked token is permanent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instagram_reads_its_quota_first_and_refuses_what_it_cannot_take_before_any_call() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_instagram(Stores::Real, &[QUIET]).await;
+    let ig = env.instagram();
+
+    ig.set_quota_total(0);
+    let key = env.key();
+    let o = run_ig(&env, &key, true).await;
+    let t = target(&o, Network::Instagram);
+    println!("quota used up: {}", t.detail);
+    assert_eq!(t.outcome, OutcomeKind::Failed, "{o:?}");
+    assert!(t.retryable, "a quota is waited out: {o:?}");
+    assert!(
+        t.detail.contains("publishing limit is used up") && t.detail.contains("0 of 0"),
+        "{o:?}"
+    );
+    assert!(ig.limit_reads() >= 1);
+    assert_eq!(ig.publish_requests(), 0, "the publish is never sent");
+    ig.set_quota_total(50);
+    let o = run_ig(&env, &key, false).await;
+    assert_eq!(
+        target(&o, Network::Instagram).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
+
+    let before = ig.requests();
+    let refuse = |image: String, caption: Option<String>| {
+        let key = env.key();
+        let mut c = env.announcement(&key);
+        c.image = image;
+        if let Some(caption) = caption {
+            c.caption = format!("{caption} {key}");
+        }
+        let req = env.request_to(&key, Some(c), &[Network::Instagram]);
+        let app = env.app.clone();
+        let dl = env.deadline();
+        async move { target(&app.pipeline.run(req, dl).await, Network::Instagram) }
+    };
+    let local = refuse(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/cover.png").into(),
+        None,
+    )
+    .await;
+    assert!(local.detail.contains("local file"), "{local:?}");
+    env.images
+        .serve(
+            "/square.png",
+            support::covers::smooth_png(1080, 1080),
+            "image/png",
+        )
+        .await;
+    let png = refuse(env.images.url("/square.png"), None).await;
+    assert!(
+        png.detail.contains("JPEG") && png.detail.contains("URL"),
+        "{png:?}"
+    );
+    let banner = refuse(env.images.url("/cover.png"), None).await;
+    assert!(
+        banner.detail.contains("too wide") && banner.detail.contains("4:5"),
+        "{banner:?}"
+    );
+    let tags = (0..31)
+        .map(|i| format!("#tag{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tagged = refuse(env.images.url("/cover.jpg"), Some(tags.clone())).await;
+    assert!(
+        tagged.detail.contains("31 hashtags") && tagged.detail.contains("at most 30"),
+        "{tagged:?}"
+    );
+    for t in [&local, &png, &banner, &tagged] {
+        assert_eq!(
+            (t.outcome, t.retryable),
+            (OutcomeKind::Failed, false),
+            "{t:?}"
+        );
+    }
+    assert_eq!(ig.requests(), before, "no request to Instagram");
+    // At input (the CI route, the CLI), the same rule is a 400 naming Instagram.
+    let mut c = env.announcement(&env.key());
+    c.caption = tags;
+    let e = env
+        .app
+        .pipeline
+        .check_text(&c, &[Network::Instagram])
+        .unwrap_err();
+    assert!(e.message.contains("31 hashtags"), "{e:?}");
+
+    ig.revoke();
+    let o = run_ig(&env, &env.key(), true).await;
+    let t = target(&o, Network::Instagram);
+    assert_eq!(
+        (t.outcome, t.retryable),
+        (OutcomeKind::Failed, false),
+        "{o:?}"
+    );
+    assert!(t.detail.contains("postonce auth instagram"), "{o:?}");
+    assert_eq!(ig.posts_created(), 1);
+}
+
+/// `postonce post --targets instagram` without a token: a dry run that shows the container and
+/// the publish it would send and sends nothing; `preview` shows Instagram's text and limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_instagram_is_a_dry_run_and_preview_shows_it() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_instagram(Stores::Local, &[QUIET, ("INSTAGRAM_ACCESS_TOKEN", "")]).await;
+    let key = env.key();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(&env.vars)
+            .output()
+            .expect("postonce runs")
+    };
+    let image = env.images.url("/cover.jpg");
+    let caption = format!("Hello, Instagram #postonce {key}");
+    let out = cli(&[
+        "post",
+        "--kind",
+        key.kind(),
+        "--slug",
+        key.slug(),
+        "--caption",
+        &caption,
+        "--image",
+        &image,
+        "--targets",
+        "instagram",
+        "--json",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let shown = format!("{stdout}\n{stderr}");
+    let base = env.instagram().uri();
+    assert!(
+        shown.contains(&format!("POST {base}/v25.0/me/media")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("POST {base}/v25.0/me/media_publish")),
+        "{shown}"
+    );
+    assert!(shown.contains("<INSTAGRAM_ACCESS_TOKEN>"), "{shown}");
+    assert!(stdout.contains("\"dry_run\":true"), "{stdout}");
+    assert_eq!(env.instagram().requests(), 0, "nothing sent to Instagram");
+
+    let dir = tempfile::tempdir().expect("dir");
+    let out = cli(&[
+        "preview",
+        "--kind",
+        key.kind(),
+        "--slug",
+        key.slug(),
+        "--out",
+        &dir.path().display().to_string(),
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("preview JSON");
+    let ig = v["targets"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["network"] == "instagram"))
+        .unwrap_or_else(|| panic!("instagram in the preview: {v}"));
+    assert_eq!(ig["max"], 2200, "{ig}");
+    assert!(
+        ig["image_limits"]
+            .as_str()
+            .is_some_and(|l| l.contains("JPEG") && l.contains("4:5")),
+        "{ig}"
+    );
+    assert!(
+        ig["image_refused"].is_null(),
+        "the square JPEG goes as it is: {ig}"
+    );
+    assert_eq!(env.instagram().requests(), 0);
 }

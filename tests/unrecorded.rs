@@ -95,7 +95,7 @@ fn settles(n: Network) -> &'static str {
         Network::Telegram => "offers no way to check, so nothing is ever sent again",
         Network::Mastodon => "replays the request with its idempotency key",
         Network::Bluesky => "reads the post's record key",
-        Network::Threads => "reads the kept container's status",
+        Network::Threads | Network::Instagram => "reads the kept container's status",
         Network::Discord => "replays the request with its idempotency key",
     }
 }
@@ -129,7 +129,10 @@ async fn a_post_whose_record_and_claim_are_lost_is_named_and_never_posted_again_
     fail::cfg("after-create-post", "return(sleep:2500)").expect("fail point");
     let run = {
         let app = env.app.clone();
-        let req = env.request(&key, Some(env.announcement(&key)));
+        // A square JPEG: every network takes it as it is (Instagram takes JPEG only).
+        let mut content = env.announcement(&key);
+        content.image = env.images.url("/cover.jpg");
+        let req = env.request(&key, Some(content));
         let dl = env.deadline();
         tokio::spawn(async move { app.pipeline.run(req, dl).await })
     };

@@ -17,6 +17,10 @@ pub struct ImageLimits {
     pub max_side_sum: Option<u32>,
     /// The longer side over the shorter at most this.
     pub max_ratio: Option<u32>,
+    /// Width over height at least `w:h` (Instagram: 4:5, the tallest it takes).
+    pub min_aspect: Option<(u32, u32)>,
+    /// Width over height at most `w:h` (Instagram: 191:100, the widest it takes).
+    pub max_aspect: Option<(u32, u32)>,
     /// The narrowest width it takes. Never reached by upscaling.
     pub min_width: Option<u32>,
     /// The widest width it takes.
@@ -62,6 +66,9 @@ impl ImageLimits {
                 )));
             }
         }
+        if let Some(why) = self.aspect_misfit(w, h) {
+            return Err(fixed(why));
+        }
         if let Some(min) = self.min_width {
             if w < min {
                 return Err(fixed(format!(
@@ -105,6 +112,29 @@ impl ImageLimits {
             }
         }
         Ok(())
+    }
+
+    /// Why a `w`×`h` image is outside the aspect range, or `None`.
+    fn aspect_misfit(&self, w: u32, h: u32) -> Option<String> {
+        let (w64, h64) = (u64::from(w), u64::from(h));
+        let range = || {
+            let side =
+                |a: Option<(u32, u32)>| a.map_or("any".to_owned(), |(x, y)| format!("{x}:{y}"));
+            format!("{} to {}", side(self.min_aspect), side(self.max_aspect))
+        };
+        let tall = self
+            .min_aspect
+            .is_some_and(|(x, y)| w64 * u64::from(y) < h64 * u64::from(x));
+        let wide = self
+            .max_aspect
+            .is_some_and(|(x, y)| w64 * u64::from(y) > h64 * u64::from(x));
+        (tall || wide).then(|| {
+            format!(
+                "the image is {w}×{h}, {} for the shapes it takes (width:height {}; it would need cropping)",
+                if tall { "too tall" } else { "too wide" },
+                range()
+            )
+        })
     }
 
     /// The largest scale (≤ 1) at which `width`×`height` meets the pixel and side limits.

@@ -51,6 +51,47 @@ pub struct TextLimit {
 /// code that checks and renders against them).
 pub use crate::image::ImageLimits;
 
+/// How many hashtags and @-mentions a post's text may carry (Instagram: 30 and 20). Every
+/// occurrence counts, a repeated tag too: the reading that refuses more, since a network that
+/// counts each distinct tag once takes what it lets through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TagLimits {
+    pub max_hashtags: Option<usize>,
+    pub max_mentions: Option<usize>,
+}
+
+impl TagLimits {
+    /// Why `text` carries too many tags for `network` (its label), or `None`.
+    pub fn refusal(&self, text: &str, network: &str) -> Option<String> {
+        let over = |sigil: char, max: Option<usize>, what: &str| {
+            let max = max?;
+            let n = count_tags(text, sigil);
+            (n > max).then(|| format!("the text has {n} {what}; {network} takes at most {max}"))
+        };
+        over('#', self.max_hashtags, "hashtags")
+            .or_else(|| over('@', self.max_mentions, "@-mentions"))
+    }
+}
+
+/// The `#tag`s (or `@name`s) of a text: the sigil at the start or after a character that is
+/// not part of a word, followed by at least one letter, digit or `_` (a mention may hold `.`).
+pub fn count_tags(text: &str, sigil: char) -> usize {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut count = 0;
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == sigil
+            && !prev.is_some_and(|p| word(p) || p == sigil)
+            && chars.peek().is_some_and(|&n| word(n))
+        {
+            count += 1;
+        }
+        prev = Some(c);
+    }
+    count
+}
+
 /// How a network treats a link in the text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Links {
@@ -101,6 +142,8 @@ pub struct Capabilities {
     /// The create carries the image's bytes and is replayed (Discord's attachment): a
     /// replay of the kept request needs the same image again, fetched anew.
     pub create_carries_image: bool,
+    /// The most hashtags and @-mentions a text may carry (Instagram); none stated by default.
+    pub tags: TagLimits,
 }
 
 impl Capabilities {

@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod auth;
 pub mod capabilities;
+pub mod graph;
 pub mod http;
 pub mod links;
 pub mod oauth;
@@ -81,6 +82,7 @@ registry! {
     Bluesky = "bluesky" => bluesky,
     Threads = "threads" => threads,
     Discord = "discord" => discord,
+    Instagram = "instagram" => instagram,
 }
 
 impl Default for Network {

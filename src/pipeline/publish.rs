@@ -55,6 +55,14 @@ impl Lane {
             );
             return self.fail(key, dl, why, false, attempts, None).await;
         }
+        if let Some(why) = self
+            .adapter
+            .capabilities()
+            .tags
+            .refusal(&text, self.network.label())
+        {
+            return self.fail(key, dl, why, false, attempts, None).await;
+        }
 
         // A network that fetches the image itself from its public URL cannot take a local file
         // (the CLI's drafts: an absolute path, as the image module reads them): refused before

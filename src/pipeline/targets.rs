@@ -118,6 +118,13 @@ impl Pipeline {
                     ),
                 });
             }
+            if let Some(why) = lane.adapter.capabilities().tags.refusal(&text, n.label()) {
+                return Err(TextError {
+                    field,
+                    network: *n,
+                    message: format!("is refused by {}: {why}", n.as_str()),
+                });
+            }
         }
         Ok(())
     }

@@ -253,6 +253,25 @@ fn contents(
         .collect())
 }
 
+/// Why `plain` cannot go to `n` (`length` of at most `max`, counted its way; its tags), as a
+/// run would refuse it.
+fn text_refusal(
+    caps: &crate::networks::Capabilities,
+    plain: &str,
+    (length, max): (usize, usize),
+    n: Network,
+) -> Option<String> {
+    (plain.trim().is_empty() || length > max)
+        .then(|| {
+            format!(
+                "the text is {length} long counted {}'s way; {} takes 1 to {max}",
+                n.label(),
+                n.label()
+            )
+        })
+        .or_else(|| caps.tags.refusal(plain, n.label()))
+}
+
 /// `JPEG, PNG or WebP; at most 1000000 bytes; …`.
 fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
     let mut parts = vec![l.formats.describe()];
@@ -273,6 +292,9 @@ fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
     }
     if let Some(r) = l.max_ratio {
         parts.push(format!("a shape of at most {r}:1"));
+    }
+    if let (Some((a, b)), Some((c, d))) = (l.min_aspect, l.max_aspect) {
+        parts.push(format!("width:height from {a}:{b} to {c}:{d}"));
     }
     if fetches_image {
         parts.push("fetched by the network from the draft's URL".into());
@@ -314,13 +336,7 @@ pub async fn preview(
         // (the media does not change the text; no image is named here).
         let plain = full_text(&content);
         let (length, max) = (adapter.text_len(&plain), adapter.max_text());
-        let text_refused = (plain.trim().is_empty() || length > max).then(|| {
-            format!(
-                "the text is {length} long counted {}'s way; {} takes 1 to {max}",
-                n.label(),
-                n.label()
-            )
-        });
+        let text_refused = text_refusal(&caps, &plain, (length, max), n);
         let text = adapter
             .prepare(&plain, &MediaRef(Value::Null), &key.on(n).to_string())
             .text;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use postonce::key::PostKey;
 use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind, TargetOutcome};
-use postonce::record::{Draft, PostedRecord};
+use postonce::record::{Draft, DraftContent, PostedRecord};
 use serde_json::Value;
 
 use super::networks::{Net, NETWORKS};
@@ -139,9 +139,21 @@ pub fn target(o: &Outcome, n: Network) -> TargetOutcome {
         .unwrap_or_else(|| panic!("no {} in the outcome's targets: {o:?}", n.as_str()))
 }
 
+/// The cover of every draft of the suite: a square JPEG that every network takes as it is
+/// (the PNG of the other tests is outside Instagram's shapes and formats).
+pub const COVER: &str = "/cover.jpg";
+
+/// The suite's draft for `key`: [`Env::announcement`] with [`COVER`].
+pub fn announcement(env: &Env, key: &PostKey) -> DraftContent {
+    DraftContent {
+        image: env.images.url(COVER),
+        ..env.announcement(key)
+    }
+}
+
 /// One run of `key` for `n` only: with a fresh draft (`fresh`) or the stored one (a Retry).
 pub async fn run(env: &Env, key: &PostKey, fresh: bool, n: Network) -> TargetOutcome {
-    let content = fresh.then(|| env.announcement(key));
+    let content = fresh.then(|| announcement(env, key));
     let o = env
         .app
         .pipeline

@@ -13,7 +13,8 @@ use postonce::key::PostKey;
 use postonce::networks::Network;
 
 use crate::support::env::Env;
-use crate::support::{bluesky, discord, linkedin, mastodon, tg_channel, threads, x};
+use crate::support::meta::{Dialect, MetaFake};
+use crate::support::{bluesky, discord, instagram, linkedin, mastodon, tg_channel, threads, x};
 
 /// A hang long enough that the 1.5 s budget of every network in the environment gives up
 /// first, although the post was made.
@@ -124,7 +125,7 @@ pub type Net = &'static dyn ConformanceFake;
 /// Every network the suite runs over. A new network: its fake in the environment, one line
 /// here.
 pub static NETWORKS: &[Net] = &[
-    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &Threads, &Discord,
+    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &INSTAGRAM, &Discord,
 ];
 
 fn count(n: usize) -> u64 {
@@ -456,20 +457,46 @@ impl ConformanceFake for Bluesky {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Threads: the create is `threads_publish` of the container the intent keeps (the container
-/// is made before the intent, by the stage). The fake fetches the draft's image itself, from
-/// the environment's image host, which `POSTONCE_IMAGE_HOSTS` allows.
-pub struct Threads;
+/// Threads and Instagram: the create is the publish of the container the intent keeps (the
+/// container is made before the intent, by the stage). The fake fetches the draft's image
+/// itself, from the environment's image host, which `POSTONCE_IMAGE_HOSTS` allows. One adapter
+/// for both, as one fake speaks both (`support/meta.rs`).
+pub struct Graph<D: Dialect> {
+    network: Network,
+    fake: fn(&Env) -> &MetaFake<D>,
+    credentials: &'static [&'static str],
+    limit: usize,
+    too_long: fn() -> String,
+}
+
+pub static THREADS: Graph<threads::Threads> = Graph {
+    network: Network::Threads,
+    fake: Env::threads,
+    credentials: &["THREADS_ACCESS_TOKEN"],
+    limit: threads::MAX_TEXT,
+    // 501 when an emoji counts its UTF-8 bytes (Meta's words), 126 as characters: one over on
+    // the safe reading only.
+    too_long: || format!("{}a", "😀".repeat(125)),
+};
+
+pub static INSTAGRAM: Graph<instagram::Instagram> = Graph {
+    network: Network::Instagram,
+    fake: Env::instagram,
+    credentials: &["INSTAGRAM_ACCESS_TOKEN"],
+    limit: instagram::MAX_TEXT,
+    // 2,201 UTF-16 units, 1,101 characters: one over on the larger reading only.
+    too_long: || format!("{}a", "😀".repeat(1100)),
+};
 
 #[async_trait]
-impl ConformanceFake for Threads {
+impl<D: Dialect> ConformanceFake for Graph<D> {
     fn network(&self) -> Network {
-        Network::Threads
+        self.network
     }
 
     fn set_create(&self, env: &Env, mode: Create) {
-        use threads::Mode;
-        let f = env.threads();
+        use crate::support::meta::Mode;
+        let f = (self.fake)(env);
         f.set_container_mode(Mode::Normal);
         f.set_read_mode(Mode::Normal);
         f.set_revoked(false);
@@ -485,34 +512,38 @@ impl ConformanceFake for Threads {
         }
     }
 
-    fn set_duplicate_check(&self, _env: &Env, _on: bool) {
-        // None to turn off: Threads has no duplicate check, so two containers made from one
-        // draft both publish (the fake keeps both posts). Only a container publishes at most
-        // once, and that is the network's idempotency primitive itself, as Bluesky's record
-        // key is.
+    fn set_duplicate_check(&self, env: &Env, on: bool) {
+        // Neither network has a duplicate check: two containers made from one draft both
+        // publish. Off, even the container's own "at most once" goes: a published container
+        // publishes again, so only postonce stands between a draft and a second post.
+        (self.fake)(env).set_republish(!on);
     }
 
     async fn requests(&self, env: &Env) -> u64 {
-        env.threads().requests()
+        (self.fake)(env).requests()
     }
 
     fn credentials(&self) -> &'static [&'static str] {
-        &["THREADS_ACCESS_TOKEN"]
+        self.credentials
     }
 
     fn shown_create(&self, env: &Env) -> String {
-        // The container, which carries the text (`threads_publish` carries only its id).
-        format!("POST {}/v1.0/me/threads", env.threads().uri())
+        // The container, which carries the text (the publish carries only its id).
+        let d = D::DIALECT;
+        format!(
+            "POST {}/{}/me/{}",
+            (self.fake)(env).uri(),
+            d.version,
+            d.container
+        )
     }
 
     fn limit(&self) -> usize {
-        threads::MAX_TEXT
+        self.limit
     }
 
     fn too_long(&self) -> String {
-        // 501 when an emoji counts its UTF-8 bytes (Meta's words), 126 as characters: one over
-        // on the safe reading only.
-        format!("{}a", "😀".repeat(125))
+        (self.too_long)()
     }
 
     fn names_reset(&self) -> bool {
@@ -520,8 +551,7 @@ impl ConformanceFake for Threads {
     }
 
     fn staged(&self, env: &Env, key: &PostKey) -> Option<usize> {
-        let made = env
-            .threads()
+        let made = (self.fake)(env)
             .containers()
             .into_iter()
             .filter(|c| c.text.contains(key.slug()))

@@ -41,7 +41,7 @@ pub async fn posted_once(env: Arc<Env>, net: Net) -> ((), String) {
     let n = net.network();
     net.set_duplicate_check(&env, false);
     let key = env.key();
-    let content = env.announcement(&key);
+    let content = super::harness::announcement(&env, &key);
     let other = env.another_app().await;
     let creates = net.creates(&env);
     let runs: Vec<_> = (0..RACERS)

@@ -187,7 +187,7 @@ pub async fn too_long(env: Arc<Env>, net: Net) -> ((), String) {
     let long = net.too_long();
     let body = json!({
         "kind": key.kind(), "slug": key.slug(), "caption": format!("Fits everywhere {key}"),
-        "image_url": env.images.url("/cover.png"),
+        "image_url": env.images.url(super::harness::COVER),
         "targets": [n.as_str()], "captions": {n.as_str(): long},
     });
     let (status, resp) = ci(&env, &body).await;
@@ -199,7 +199,7 @@ pub async fn too_long(env: Arc<Env>, net: Net) -> ((), String) {
         net.limit()
     );
     let caption = format!("Fits everywhere {key}");
-    let image = env.images.url("/cover.png");
+    let image = env.images.url(super::harness::COVER);
     let caption_for = format!("{}={long}", n.as_str());
     let sent_in_process = net.requests(&env).await - before;
     let started = net.requests(&env).await;
@@ -265,7 +265,7 @@ pub async fn dry_run(env: Arc<Env>, net: Net) -> ((), String) {
     let key = env.key();
     let before = net.requests(&env).await;
     let (caption, link) = announcement(&key);
-    let image = env.images.url("/cover.png");
+    let image = env.images.url(super::harness::COVER);
     let out = cli(
         &env,
         net,

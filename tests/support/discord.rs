@@ -1,5 +1,4 @@
-//! A Discord fake that speaks the bot REST API's wire format (API-NOTES.md "Candidate
-//! networks", Discord), under `/api/v10`: `Authorization: Bot <token>` checked on every call
+//! A Discord fake that speaks the bot REST API's wire format (Discord's documentation), under `/api/v10`: `Authorization: Bot <token>` checked on every call
 //! (401 `{"message": "401: Unauthorized", "code": 0}` otherwise), `GET /users/@me`,
 //! `GET /users/@me/guilds`, `GET /guilds/{id}/channels`, `GET /channels/{id}`,
 //! `POST /channels/{id}/messages` (multipart `payload_json` + `files[0]`, matched by

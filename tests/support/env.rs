@@ -3,8 +3,8 @@
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
 //! and the Telegram channel fake, for drafts that go to several networks (README "Targets");
 //! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
-//! [`Env::with_discord`] Discord alone, and [`Env::with_every_network`] every network of the
-//! registry. Which fakes start and the
+//! [`Env::with_discord`] Discord alone, [`Env::with_instagram`] Instagram alone, and
+//! [`Env::with_every_network`] every network of the registry. Which fakes start and the
 //! variables that point each network at its fake are written once, in `build_env`.
 
 use std::collections::HashMap;
@@ -22,6 +22,7 @@ use postonce::record::DraftContent;
 use super::bluesky::BlueskyFake;
 use super::discord::DiscordFake;
 use super::images::ImageHost;
+use super::instagram::InstagramFake;
 use super::linkedin::LinkedInFake;
 use super::mastodon::MastodonFake;
 use super::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
@@ -55,6 +56,8 @@ const FIVE: &[Network] = &[
 const THREADS: &[Network] = &[Network::Threads];
 /// [`Env::with_discord`].
 const DISCORD: &[Network] = &[Network::Discord];
+/// [`Env::with_instagram`].
+const INSTAGRAM: &[Network] = &[Network::Instagram];
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +88,8 @@ pub struct Env {
     pub threads: Option<ThreadsFake>,
     /// The Discord fake ([`Env::with_discord`], [`Env::with_every_network`]).
     pub discord: Option<DiscordFake>,
+    /// The Instagram fake ([`Env::with_instagram`], [`Env::with_every_network`]).
+    pub instagram: Option<InstagramFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -141,9 +146,16 @@ impl Env {
         Self::build_env(stores, overrides, DISCORD).await
     }
 
+    /// LinkedIn and Instagram (`POSTONCE_TARGETS=linkedin,instagram`): the Instagram fake
+    /// through `INSTAGRAM_API_URL` and `INSTAGRAM_ACCESS_TOKEN` (`INSTAGRAM_USER_ID` left at
+    /// `me`), its budget 1.5 s like the others'. The fake fetches the draft's image itself.
+    pub async fn with_instagram(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, INSTAGRAM).await
+    }
+
     /// Every network of the registry, each through its fake as [`Env::with_five_targets`],
-    /// [`Env::with_threads`] and [`Env::with_discord`] wire them, all of them as
-    /// `POSTONCE_TARGETS` (`linkedin,x,telegram,mastodon,bluesky,threads,discord`). `overrides` are applied last (an
+    /// [`Env::with_threads`], [`Env::with_discord`] and [`Env::with_instagram`] wire them, all
+    /// of them as `POSTONCE_TARGETS`. `overrides` are applied last (an
     /// empty value removes a variable).
     pub async fn with_every_network(stores: Stores, overrides: &[(&str, &str)]) -> Self {
         Self::build_env(stores, overrides, &Network::ALL).await
@@ -182,6 +194,11 @@ impl Env {
         };
         let discord = if on(Network::Discord) {
             Some(DiscordFake::start().await)
+        } else {
+            None
+        };
+        let instagram = if on(Network::Instagram) {
+            Some(InstagramFake::start().await)
         } else {
             None
         };
@@ -269,6 +286,13 @@ impl Env {
                 ("POSTONCE_DISCORD_TIMEOUT_MS", "1500".to_owned()),
             ]);
         }
+        if let Some(i) = &instagram {
+            set(&[
+                ("INSTAGRAM_API_URL", i.uri()),
+                ("INSTAGRAM_ACCESS_TOKEN", super::instagram::TOKEN.to_owned()),
+                ("POSTONCE_INSTAGRAM_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -321,6 +345,7 @@ impl Env {
             bluesky,
             threads,
             discord,
+            instagram,
             vars,
             app,
             data_dir,
@@ -367,6 +392,13 @@ impl Env {
         self.discord
             .as_ref()
             .expect("an environment from Env::with_discord has the Discord fake")
+    }
+
+    /// The Instagram fake of an environment from [`Env::with_instagram`].
+    pub fn instagram(&self) -> &InstagramFake {
+        self.instagram
+            .as_ref()
+            .expect("an environment from Env::with_instagram has the Instagram fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's

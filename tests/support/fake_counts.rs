@@ -53,13 +53,8 @@ impl Env {
                 })
                 .map(|r| r.uri)
                 .collect(),
-            Network::Threads => self
-                .threads()
-                .posts()
-                .into_iter()
-                .filter(|p| p.text.contains(slug))
-                .map(|p| p.id)
-                .collect(),
+            Network::Threads => self.threads().posts_with(slug),
+            Network::Instagram => self.instagram().posts_with(slug),
             Network::Discord => self
                 .discord()
                 .messages()
@@ -90,10 +85,8 @@ impl Env {
                 self.bluesky().put_requests(),
                 usize::try_from(self.bluesky().posts_created()).unwrap_or(usize::MAX),
             ),
-            Network::Threads => (
-                self.threads().publish_requests(),
-                self.threads().posts_created(),
-            ),
+            Network::Threads => self.threads().totals(),
+            Network::Instagram => self.instagram().totals(),
             Network::Discord => (
                 self.discord().create_requests(),
                 self.discord().messages_posted(),
@@ -104,7 +97,7 @@ impl Env {
 
 impl Env {
     /// The images `key`'s posts on `network` carry, as that network's fake received them (for
-    /// Threads, the image it fetched from the container's URL).
+    /// Threads and Instagram, the image each fetched from the container's URL).
     pub fn images_on(&self, key: &PostKey, network: Network) -> Vec<Received> {
         let slug = key.slug();
         match network {
@@ -142,17 +135,8 @@ impl Env {
                 .filter(|r| r.text().contains(slug))
                 .flat_map(|r| r.images.into_iter().map(|i| i.image))
                 .collect(),
-            Network::Threads => self
-                .threads()
-                .posts()
-                .into_iter()
-                .filter(|p| p.text.contains(slug))
-                .filter_map(|p| {
-                    p.container
-                        .and_then(|c| self.threads().container(&c))
-                        .and_then(|c| c.image)
-                })
-                .collect(),
+            Network::Threads => self.threads().images_with(slug),
+            Network::Instagram => self.instagram().images_with(slug),
             Network::Discord => self
                 .discord()
                 .messages()

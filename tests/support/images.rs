@@ -13,6 +13,11 @@ pub fn png_bytes() -> Vec<u8> {
         .expect("examples/cover.png")
 }
 
+/// A 1080×1080 JPEG: what `/cover.jpg` serves.
+pub fn cover_jpeg() -> Vec<u8> {
+    super::covers::jpeg(1080, 1080, 85)
+}
+
 /// A minimal valid 1x1 GIF.
 pub fn gif_bytes() -> Vec<u8> {
     let mut g = b"GIF89a".to_vec();
@@ -39,6 +44,14 @@ impl ImageHost {
         serve(
             "/cover.png",
             ResponseTemplate::new(200).set_body_raw(png.clone(), "image/png"),
+        )
+        .mount(&server)
+        .await;
+        // A square JPEG every network takes as it is (Instagram takes JPEG only, from 4:5 to
+        // 1.91:1; the PNG above is wider than 1.91:1).
+        serve(
+            "/cover.jpg",
+            ResponseTemplate::new(200).set_body_raw(cover_jpeg(), "image/jpeg"),
         )
         .mount(&server)
         .await;

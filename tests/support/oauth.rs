@@ -10,6 +10,11 @@
 //!   (short-lived token and a numeric `user_id`), `GET /access_token?grant_type=th_exchange_token`
 //!   (the long-lived token), `GET /v1.0/me`, `GET /refresh_access_token?grant_type=th_refresh_token`.
 //!
+//! - Instagram (Instagram Login): the same `GET /oauth/authorize`, `POST /oauth/access_token`
+//!   for its app id (the short-lived token inside `{"data":[{…}]}`, the reading some write-ups
+//!   show), `GET /access_token?grant_type=ig_exchange_token`, `GET /v25.0/me?fields=user_id,username`,
+//!   `GET /refresh_access_token?grant_type=ig_refresh_token`, the publishing limit (doctor).
+//!
 //! The app secrets and issued tokens carry `SECRET<n>` marks so that the suite's log check
 //! finds any that leak.
 
@@ -31,6 +36,9 @@ pub const LINKEDIN_REFRESHED: &str = "AQV-linkedin-SECRET7-refreshed";
 pub const THREADS_APP_ID: &str = "1234567890123456";
 pub const THREADS_APP_SECRET: &str = "threads-app-SECRET4-abcdef";
 pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
+pub const INSTAGRAM_APP_ID: &str = "990011223344556";
+pub const INSTAGRAM_APP_SECRET: &str = "instagram-app-SECRET4-fedcba";
+pub const INSTAGRAM_SHORT: &str = "IGQVJ-short-SECRET5";
 
 pub const MASTODON_CLIENT_ID: &str = "TWhM-tNSuncnqN7DBJmoyeLnk6K3iJJ71KKXxgL1hPM";
 pub const MASTODON_CLIENT_SECRET: &str = "ZEaFUFmF0umgBX1qKJDjaU99Q31lDkOU8NutzTOoliw-SECRET2";
@@ -100,6 +108,10 @@ struct State {
     /// The next Threads refresh is done but answered only after this long (its caller may
     /// die meanwhile).
     slow_next_refresh: Option<std::time::Duration>,
+    /// The Instagram long-lived token the exchange issues (the latest refresh's), and every
+    /// one issued.
+    instagram_token: String,
+    instagram_valid: Vec<String>,
     /// The next refresh is done but its answer is lost (a 500).
     lose_next_refresh: bool,
     /// The tokens the publishing-limit reads (doctor's check) came with.
@@ -307,6 +319,77 @@ impl Api {
 }
 
 impl Api {
+    /// Instagram Login's calls: those of its app id, its `ig_*` grants and its `/v25.0` paths.
+    fn instagram(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        let q = query(req);
+        let grant = q.get("grant_type").map_or("", String::as_str);
+        let given = q.get("access_token").cloned().unwrap_or_default();
+        let known = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .instagram_valid
+            .contains(&given);
+        let dead = || {
+            ResponseTemplate::new(400).set_body_json(json!({"error":{"message":"Error validating access token: Session has expired","type":"OAuthException","code":190,"error_subcode":463,"fbtrace_id":"Afake"}}))
+        };
+        let ok = |v: serde_json::Value| ResponseTemplate::new(200).set_body_json(v);
+        Some(match (req.method.as_str(), path) {
+            ("POST", "/oauth/access_token")
+                if form(req).get("client_id").map(String::as_str) == Some(INSTAGRAM_APP_ID) =>
+            {
+                match self.spend(&form(req), INSTAGRAM_APP_ID, INSTAGRAM_APP_SECRET) {
+                    Some(r) => r,
+                    None => ok(json!({"data": [{
+                        "access_token": INSTAGRAM_SHORT,
+                        "user_id": super::instagram::USER_ID,
+                        "permissions": "instagram_business_basic,instagram_business_content_publish"
+                    }]})),
+                }
+            }
+            ("GET", "/access_token") if grant == "ig_exchange_token" => {
+                if q.get("client_secret").map(String::as_str) != Some(INSTAGRAM_APP_SECRET)
+                    || given != INSTAGRAM_SHORT
+                {
+                    return Some(dead());
+                }
+                let token = self
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .instagram_token
+                    .clone();
+                ok(json!({"access_token": token, "token_type": "bearer", "expires_in": 5_183_944}))
+            }
+            ("GET", "/refresh_access_token") if grant == "ig_refresh_token" && known => {
+                let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                s.refresh_calls += 1;
+                let new = format!("IGAA-refreshed-SECRET6-{}", s.refresh_calls);
+                s.instagram_token = new.clone();
+                s.instagram_valid.push(new.clone());
+                ok(json!({"access_token": new, "token_type": "bearer", "expires_in": 5_183_944}))
+            }
+            ("GET", "/refresh_access_token") if grant == "ig_refresh_token" => dead(),
+            ("GET", "/v25.0/me") if known => ok(json!({
+                "user_id": super::instagram::USER_ID,
+                "username": super::instagram::USERNAME,
+                "id": "27163548123456789"
+            })),
+            ("GET", p) if p.ends_with("/content_publishing_limit") && known => {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .limit_tokens
+                    .push(given);
+                ok(
+                    json!({"data":[{"quota_usage":0,"config":{"quota_total":50,"quota_duration":86400}}]}),
+                )
+            }
+            ("GET", p) if p.starts_with("/v25.0/") => dead(),
+            _ => return None,
+        })
+    }
+
     /// X's PIN flow: `POST /oauth/request_token` (signed by the consumer alone, with
     /// `oauth_callback="oob"`), the browser's `GET /oauth/authorize?oauth_token=…` page showing
     /// the PIN, `POST /oauth/access_token?oauth_verifier=<PIN>` signed with the request token.
@@ -472,6 +555,7 @@ impl Respond for Api {
         self.mastodon(req, &path)
             .or_else(|| self.linkedin(req, &path))
             .or_else(|| self.x(req, &path))
+            .or_else(|| self.instagram(req, &path))
             .or_else(|| self.threads(req, &path))
             .unwrap_or_else(|| ResponseTemplate::new(404))
     }
@@ -489,6 +573,8 @@ impl OAuthFake {
         let state = Arc::new(Mutex::new(State {
             threads_token: super::threads::TOKEN.to_owned(),
             threads_valid: vec![super::threads::TOKEN.to_owned()],
+            instagram_token: super::instagram::TOKEN.to_owned(),
+            instagram_valid: vec![super::instagram::TOKEN.to_owned()],
             ..State::default()
         }));
         Mock::given(any())
@@ -543,6 +629,11 @@ impl OAuthFake {
     /// The tokens doctor's publishing-limit reads came with, in order.
     pub fn limit_tokens(&self) -> Vec<String> {
         self.with(|s| s.limit_tokens.clone())
+    }
+
+    /// The Instagram token the fake issued last.
+    pub fn instagram_token(&self) -> String {
+        self.with(|s| s.instagram_token.clone())
     }
 
     /// The Threads token the fake issued last.

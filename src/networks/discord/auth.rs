@@ -1,7 +1,7 @@
 //! `postonce auth discord`: the bot token (Developer Portal → the application → Bot → Reset
 //! Token), read without echo and checked with `GET /users/@me`; then the channel: the one
 //! `DISCORD_CHANNEL_ID` names, or one picked from the text and announcement channels of the
-//! servers the bot is in; checked with `GET /channels/{id}` (API-NOTES.md "Credentials",
+//! servers the bot is in; checked with `GET /channels/{id}` (README "Getting credentials",
 //! Discord). The token does not expire; it is stored with the channel. Nothing prints it.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Discord's wire (bot REST API, API-NOTES.md "Candidate networks", Discord): the create
+//! Discord's wire (its bot REST API): the create
 //! request as the intent keeps it (the `payload_json` with its `nonce`, and a description of
 //! the attachment that the image is checked against before it is sent), snowflakes, the
 //! rate-limit headers, and [`classify`], which turns an answer that is not 2xx into a

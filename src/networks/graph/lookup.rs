@@ -3,12 +3,12 @@
 
 use serde_json::Value;
 
-use super::wire::{self, answer, local_refusal, ContainerStatus, ListPage, Op, NETWORK};
 use super::publish::cannot_publish;
-use super::{creation_id, ThreadsAdapter, CLOCK_SLACK_S, LIST_FIELDS};
+use super::wire::{self, answer, local_refusal, ContainerStatus, ListPage, Op};
+use super::{creation_id, GraphAdapter, Meta, CLOCK_SLACK_S};
 use crate::networks::{Created, PostError, PreparedPost};
 
-impl ThreadsAdapter {
+impl<M: Meta> GraphAdapter<M> {
     /// The post of a container found `PUBLISHED`: looked up for its id and permalink; when the
     /// lookup cannot name it, it exists all the same. It is the post of the kept request (the
     /// one that names the container), never someone else's:
@@ -23,7 +23,7 @@ impl ThreadsAdapter {
             other => {
                 if let Err(e) = other {
                     tracing::warn!(
-                        network = NETWORK,
+                        network = Self::D.name,
                         "the published post could not be looked up: {}",
                         self.clean(e)
                     );
@@ -36,35 +36,41 @@ impl ThreadsAdapter {
             }
         };
         PostError::StagedPublished {
-            network: NETWORK,
+            network: Self::D.name,
             post: existing,
         }
     }
 
-    /// Looks for `post`'s exact text among the account's posts (newest first), back to
-    /// `since` less a clock slack, at most [`Self::with_list_limits`] pages.
+    /// Looks for `post`'s exact text among the account's posts, back to `since` less a clock
+    /// slack, at most [`Self::with_list_limits`] pages. Where the network lists newest first
+    /// ([`super::Dialect::newest_first`]) the first older post ends the search; elsewhere the
+    /// older posts are skipped and every page is read.
     pub(super) async fn locate(
         &self,
         post: &PreparedPost,
         since: Option<i64>,
     ) -> Result<Option<Created>, PostError> {
+        let d = Self::D;
+        let list_fields = format!("id,permalink,{},timestamp", d.text_field);
         let wanted = wire::comparable(&post.text);
         let cutoff = since.map(|s| s - CLOCK_SLACK_S);
         let limit = self.page_size.to_string();
         let mut after: Option<String> = None;
         for _ in 0..self.max_pages {
-            let mut query = vec![("fields", LIST_FIELDS), ("limit", limit.as_str())];
+            let mut query = vec![("fields", list_fields.as_str()), ("limit", limit.as_str())];
             if let Some(a) = &after {
                 query.push(("after", a.as_str()));
             }
-            let resp = self.send(self.get(&self.user_path("threads"), &query)).await?;
-            let page = ListPage::parse(&answer(resp, Op::List).await?);
+            let resp = self
+                .send(self.get(&self.user_path(d.container_path), &query))
+                .await?;
+            let page = ListPage::parse(d, &answer(d, resp, Op::List).await?);
             let mut reached_older = false;
             for p in &page.posts {
                 let at = match p.timestamp.as_deref().map(wire::parse_timestamp) {
                     Some(Ok(at)) => Some(at),
                     Some(Err(e)) => {
-                        tracing::warn!(network = NETWORK, post = %p.id, "{e}");
+                        tracing::warn!(network = d.name, post = %p.id, "{e}");
                         None
                     }
                     None => None,
@@ -81,7 +87,7 @@ impl ThreadsAdapter {
                     }));
                 }
             }
-            if reached_older || page.posts.is_empty() {
+            if (reached_older && d.newest_first) || page.posts.is_empty() {
                 return Ok(None);
             }
             match page.after {
@@ -99,6 +105,7 @@ impl ThreadsAdapter {
     ) -> Result<Option<Created>, PostError> {
         let Some(container) = creation_id(post) else {
             return Err(local_refusal(
+                Self::D,
                 "the kept request names no container, so there is nothing to check".into(),
             ));
         };
@@ -108,29 +115,29 @@ impl ThreadsAdapter {
                 e => Err(e),
             },
             ContainerStatus::Finished | ContainerStatus::InProgress => Ok(None),
-            other => Err(cannot_publish(container, &other)),
+            other => Err(cannot_publish(Self::D, container, &other)),
         }
     }
 
-    /// `GET /{user}/threads_publishing_limit?fields=quota_usage,config`:
-    /// `(used, total, duration_s)`.
+    /// `GET /{user}/<quota path>?fields=quota_usage,config`: `(used, total, duration_s)`.
     ///
     /// # Errors
     /// The read was refused or failed.
     pub async fn publishing_limit(&self) -> Result<(u64, u64, u64), PostError> {
+        let d = Self::D;
         let read = async {
             let resp = self
                 .send(self.get(
-                    &self.user_path("threads_publishing_limit"),
+                    &self.user_path(d.quota_path),
                     &[("fields", "quota_usage,config")],
                 ))
                 .await?;
-            let v = answer(resp, Op::Check).await?;
+            let v = answer(d, resp, Op::Check).await?;
             let item = v.pointer("/data/0").cloned().unwrap_or(Value::Null);
             let n = |p: &str| item.pointer(p).and_then(Value::as_u64);
             Ok((
                 n("/quota_usage").unwrap_or(0),
-                n("/config/quota_total").unwrap_or(250),
+                n("/config/quota_total").unwrap_or(d.default_quota),
                 n("/config/quota_duration").unwrap_or(86_400),
             ))
         };

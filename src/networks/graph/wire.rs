@@ -1,40 +1,34 @@
-//! Threads' wire format: the container's status, the Graph API's
+//! The Graph wire format Threads and Instagram share: the container's status, the Graph API's
 //! error body and what each answer means for the post ([`classify`]), the account's list of
-//! posts, Threads' timestamps, and the redaction of the token (which travels as the
-//! `access_token` parameter, so a server or a library could echo it).
+//! posts, Meta's timestamps. Each network's words (its name, its variables, its fix for a
+//! refused token) come from its [`Dialect`].
 
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::Dialect;
 use crate::networks::http::{self, Answer};
 use crate::networks::PostError;
-
-/// How [`PostError`]s name this network.
-pub const NETWORK: &str = "Threads";
-/// What stands for the token in the dry run's requests and in redacted messages.
-pub const TOKEN_PLACEHOLDER: &str = "<THREADS_ACCESS_TOKEN>";
-/// What the owner is told to do when the token is refused.
-pub const RENEW: &str = "create a new long-lived Threads user access token (scopes threads_basic, threads_content_publish; it lasts 60 days) and set THREADS_ACCESS_TOKEN";
 
 /// Which call an answer belongs to: the same answer means different things for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// `POST /{user}/threads`: making the container (nothing can post from it by itself).
+    /// Making the container (nothing can post from it by itself).
     Container,
-    /// `GET /{container}?fields=status,error_message`.
+    /// The container's status.
     Status,
-    /// `POST /{user}/threads_publish`: the one call that posts.
+    /// The publish: the one call that posts.
     Publish,
     /// `GET /{media}?fields=permalink`, after a publish.
     Media,
-    /// `GET /{user}/threads`: the account's posts, to find one.
+    /// The account's posts, to find one.
     List,
-    /// `GET /{user}/threads_publishing_limit` (doctor).
+    /// The publishing quota (doctor; Instagram before a publish).
     Check,
 }
 
-/// A container's `status`.
+/// A container's status (Threads' `status`, Instagram's `status_code`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContainerStatus {
     InProgress,
@@ -42,21 +36,21 @@ pub enum ContainerStatus {
     Finished,
     /// Its media object has been published.
     Published,
-    /// Failed; Threads' `error_message` (`FAILED_DOWNLOADING_VIDEO`, `UNKNOWN`, …).
+    /// Failed; the network's error (Threads' `error_message`, Instagram's `status`).
     Error(Option<String>),
     /// Not published within 24 hours.
     Expired,
 }
 
 impl ContainerStatus {
-    /// The status of a `GET /{container}?fields=status,error_message` answer.
-    pub fn parse(v: &Value) -> Option<Self> {
+    /// The status of a status read's answer, in `d`'s field names.
+    pub fn parse(d: &Dialect, v: &Value) -> Option<Self> {
         let message = v
-            .get("error_message")
+            .get(d.error_key)
             .and_then(Value::as_str)
             .filter(|m| !m.is_empty())
             .map(str::to_owned);
-        Some(match v.get("status")?.as_str()? {
+        Some(match v.get(d.status_key)?.as_str()? {
             "IN_PROGRESS" => Self::InProgress,
             "FINISHED" => Self::Finished,
             "PUBLISHED" => Self::Published,
@@ -133,18 +127,18 @@ impl GraphError {
 }
 
 /// Graph codes that mean "too many calls" (4, 17, 32, 613), the publishing quota
-/// included.
-pub const RATE_LIMIT_CODES: [i64; 4] = [4, 17, 32, 613];
+/// included (9: Instagram's used-up publishing quota, as observed).
+pub const RATE_LIMIT_CODES: [i64; 5] = [4, 9, 17, 32, 613];
 /// Code 190: the token is invalid, expired or revoked.
 pub const TOKEN_CODE: i64 = 190;
-/// Code 100: an invalid parameter (an image URL Threads cannot fetch, …).
+/// Code 100: an invalid parameter (an image URL the network cannot fetch, …).
 pub const PARAMETER_CODE: i64 = 100;
 /// Graph codes for a failure on Meta's side ("An unknown error occurred", "Service
 /// temporarily unavailable"): as a 5xx.
 pub const SERVER_CODES: [i64; 2] = [1, 2];
 
 /// Turns a non-2xx answer into a [`PostError`] whose message names the fix.
-pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
+pub fn classify(d: &Dialect, op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let graph = GraphError::parse(body);
     let detail = graph.as_ref().map_or_else(
         || {
@@ -161,36 +155,42 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
     let code = graph.as_ref().and_then(|g| g.code);
     if code == Some(TOKEN_CODE) || (status == 401 && code.is_none()) {
         return PostError::credential_refused(
-            crate::networks::Network::Threads,
-            "Threads token",
+            d.network,
+            &format!("{} token", d.name),
             status,
-            &format!("the access token was refused ({detail}); or {RENEW}"),
+            &format!("the access token was refused ({detail}); or {}", d.renew),
         );
     }
     if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
         let what = if op == Op::Publish {
-            "the rate limit or the publishing quota (250 posts per 24 h) is used up"
+            format!(
+                "the rate limit or the publishing quota ({} posts per 24 h) is used up",
+                d.default_quota
+            )
         } else {
-            "the rate limit is used up"
+            "the rate limit is used up".to_owned()
         };
         return PostError::RateLimited {
-            network: NETWORK,
+            network: d.name,
             retry_after: http::retry_after_seconds(headers),
             message: format!("{what}: {detail}"),
         };
     }
     if (500..=599).contains(&status) || code.is_some_and(|c| SERVER_CODES.contains(&c)) {
         return PostError::InDoubt {
-            network: NETWORK,
-            message: format!("Threads answered {status}: {detail}"),
+            network: d.name,
+            message: format!("{} answered {status}: {detail}", d.name),
         };
     }
     // A token without the scope a read needs: the post may still exist, only this account
     // cannot look.
     if op == Op::List && (status == 403 || matches!(code, Some(10 | 200..=299))) {
         return PostError::ReadRefused {
-            network: NETWORK,
-            message: format!("{detail}; reading the account's posts needs the threads_basic scope"),
+            network: d.name,
+            message: format!(
+                "{detail}; reading the account's posts needs the {} scope",
+                d.read_scope
+            ),
         };
     }
     let subcode = graph.as_ref().and_then(|g| g.error_subcode);
@@ -198,47 +198,51 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
     let message = match (op, code) {
         // "Object with ID '…' does not exist": the user in the path.
         (_, Some(PARAMETER_CODE)) if on_user && subcode == Some(33) => format!(
-            "{detail}; THREADS_USER_ID must be the token's Threads user id or `me`"
+            "{detail}; {} must be the token's {} user id or `me`",
+            d.user_var, d.name
         ),
         (Op::Container, Some(PARAMETER_CODE)) => format!(
-            "{detail}; Threads fetches the image itself, so its URL must be public (https, reachable from the internet) and a JPEG or PNG of at most 8 MB"
+            "{detail}; {} fetches the image itself, so its URL must be public (https, reachable from the internet) and {}",
+            d.name, d.image_rule
         ),
         (_, Some(10 | 200..=299)) => format!(
-            "{detail}; the token lacks a permission: {RENEW}"
+            "{detail}; the token lacks a permission: {}",
+            d.renew
         ),
         (_, _) if status == 404 => format!(
-            "{detail}; THREADS_USER_ID must be the account's Threads user id or `me`, and THREADS_API_URL Threads' base (https://graph.threads.net)"
+            "{detail}; {} must be the account's {} user id or `me`, and {} {}'s base ({})",
+            d.user_var, d.name, d.api_var, d.name, d.default_api_url
         ),
         _ => detail,
     };
     PostError::Rejected {
-        network: NETWORK,
+        network: d.name,
         status,
         message,
     }
 }
 
 /// A refusal made here, before anything was sent.
-pub fn local_refusal(message: String) -> PostError {
+pub fn local_refusal(d: &Dialect, message: String) -> PostError {
     PostError::Rejected {
-        network: NETWORK,
+        network: d.name,
         status: 0,
         message: format!("not sent: {message}"),
     }
 }
 
-/// A failure below HTTP ([`http::transport`]), as Threads'.
-pub fn transport(e: reqwest::Error) -> PostError {
-    http::transport(NETWORK, e)
+/// A failure below HTTP ([`http::transport`]), as the network's.
+pub fn transport(d: &Dialect, e: reqwest::Error) -> PostError {
+    http::transport(d.name, e)
 }
 
 /// A 2xx answer's JSON, or the answer described as a [`PostError`].
-pub async fn answer(resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
-    let a = Answer::read(NETWORK, resp).await?;
+pub async fn answer(d: &Dialect, resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
+    let a = Answer::read(d.name, resp).await?;
     if a.is_success() {
-        return a.json(NETWORK);
+        return a.json(d.name);
     }
-    Err(classify(op, a.status, &a.headers, &a.body))
+    Err(classify(d, op, a.status, &a.headers, &a.body))
 }
 
 /// The `id` of an answer (`{"id":"17889615691921648"}`).
@@ -250,17 +254,31 @@ pub fn id_of(v: &Value) -> Option<String> {
     }
 }
 
-/// One post of the account's list (`GET /{user}/threads?fields=id,permalink,text,timestamp`).
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One post of the account's list (`fields=id,permalink,<text field>,timestamp`).
+#[derive(Debug, Clone, Default)]
 pub struct ListedPost {
-    #[serde(default)]
     pub id: String,
-    #[serde(default)]
     pub permalink: Option<String>,
-    #[serde(default)]
+    /// Threads' `text`, Instagram's `caption`.
     pub text: Option<String>,
-    #[serde(default)]
     pub timestamp: Option<String>,
+}
+
+impl ListedPost {
+    fn parse(d: &Dialect, v: &Value) -> Option<Self> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        let id = match v.get("id")? {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        Some(Self {
+            id,
+            permalink: s("permalink"),
+            text: s(d.text_field),
+            timestamp: s("timestamp"),
+        })
+    }
 }
 
 /// One page of the account's list: its posts (newest first) and the cursor of the next page.
@@ -272,14 +290,14 @@ pub struct ListPage {
 }
 
 impl ListPage {
-    pub fn parse(v: &Value) -> Self {
+    pub fn parse(d: &Dialect, v: &Value) -> Self {
         let posts = v
             .get("data")
             .and_then(Value::as_array)
             .map(|items| {
                 items
                     .iter()
-                    .filter_map(|i| serde_json::from_value::<ListedPost>(i.clone()).ok())
+                    .filter_map(|i| ListedPost::parse(d, i))
                     .filter(|p| !p.id.is_empty())
                     .collect()
             })
@@ -308,8 +326,8 @@ pub fn comparable(text: &str) -> String {
     text.trim().to_owned()
 }
 
-/// A Threads timestamp (`2026-12-04T10:15:00+0000`; `Z` and `+00:00` accepted too) → Unix
-/// seconds, or what is wrong with it. Any text gets an answer: Threads' answer is outside
+/// A Graph timestamp (`2026-12-04T10:15:00+0000`; `Z` and `+00:00` accepted too) → Unix
+/// seconds, or what is wrong with it. Any text gets an answer: the network's answer is outside
 /// input (a timestamp ending in a multi-byte character once split off a character boundary
 /// and panicked, on every reconcile: issue 30).
 pub fn parse_timestamp(s: &str) -> Result<i64, String> {
@@ -335,92 +353,14 @@ pub fn parse_timestamp(s: &str) -> Result<i64, String> {
         .map_err(|e| {
             let shown: String = s.chars().take(40).collect();
             format!(
-                "Threads answered a post timestamp that is not RFC 3339 ({shown:?}: {e}); the post is compared by its text alone"
+                "a post timestamp answered that is not RFC 3339 ({shown:?}: {e}); the post is compared by its text alone"
             )
         })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use reqwest::header::HeaderValue;
-    use std::time::Duration;
-    use serde_json::json;
-
-    fn graph(code: i64, sub: Option<i64>) -> String {
-        json!({"error": {"message": "msg", "type": "OAuthException", "code": code,
-            "error_subcode": sub, "fbtrace_id": "AbC"}})
-        .to_string()
-    }
-
-    #[test]
-    fn classifies_the_documented_answers() {
-        let h = HeaderMap::new();
-        for op in [Op::Container, Op::Publish, Op::Status, Op::List] {
-            let e = classify(op, 400, &h, &graph(190, Some(460)));
-            assert!(
-                matches!(&e, PostError::CredentialRefused { message, .. } if message.contains("THREADS_ACCESS_TOKEN") && message.contains("code 190") && message.contains("postonce auth threads")),
-                "{op:?} {e:?}"
-            );
-            assert!(!e.is_transient());
-            for code in RATE_LIMIT_CODES {
-                let e = classify(op, 400, &h, &graph(code, None));
-                assert!(matches!(e, PostError::RateLimited { .. }), "{op:?} {code}");
-            }
-            assert!(matches!(
-                classify(op, 429, &h, "{}"),
-                PostError::RateLimited { .. }
-            ));
-            let e = classify(op, 503, &h, "<html>busy</html>");
-            assert!(e.may_exist() && e.is_transient(), "{e:?}");
-            let e = classify(op, 500, &h, &graph(2, None));
-            assert!(matches!(e, PostError::InDoubt { .. }), "{e:?}");
-        }
-        let e = classify(Op::Container, 400, &h, &graph(100, Some(2207052)));
-        assert!(
-            matches!(&e, PostError::Rejected { message, .. } if message.contains("public")),
-            "{e:?}"
-        );
-        let e = classify(Op::Publish, 400, &h, &graph(100, None));
-        assert!(matches!(e, PostError::Rejected { status: 400, .. }));
-        let e = classify(Op::List, 403, &h, &graph(10, None));
-        assert!(matches!(e, PostError::ReadRefused { .. }), "{e:?}");
-        let e = classify(Op::Check, 400, &h, &graph(100, Some(33)));
-        assert!(
-            matches!(&e, PostError::Rejected { message, .. } if message.contains("THREADS_USER_ID")),
-            "{e:?}"
-        );
-        let e = classify(Op::Publish, 401, &h, "");
-        assert!(matches!(e, PostError::CredentialRefused { .. }));
-        let mut h = HeaderMap::new();
-        h.insert("retry-after", HeaderValue::from_static("30"));
-        assert!(matches!(
-            classify(Op::Publish, 429, &h, "{}"),
-            PostError::RateLimited { retry_after: Some(d), message, .. }
-                if d == Duration::from_secs(30) && message.contains("250")
-        ));
-    }
-
-    #[test]
-    fn statuses_and_pages() {
-        assert_eq!(
-            ContainerStatus::parse(&json!({"status": "ERROR", "error_message": "UNKNOWN"})),
-            Some(ContainerStatus::Error(Some("UNKNOWN".into())))
-        );
-        assert_eq!(
-            ContainerStatus::parse(&json!({"status": "FINISHED", "id": "1"})),
-            Some(ContainerStatus::Finished)
-        );
-        assert_eq!(ContainerStatus::parse(&json!({"id": "1"})), None);
-        let page = ListPage::parse(&json!({
-            "data": [{"id": "1", "text": "a", "timestamp": "2026-12-04T10:15:00+0000"}, {"x": 1}],
-            "paging": {"cursors": {"before": "b", "after": "c"}, "next": "https://x/next"}
-        }));
-        assert_eq!(page.posts.len(), 1);
-        assert_eq!(page.after.as_deref(), Some("c"));
-        let last = ListPage::parse(&json!({"data": [], "paging": {"cursors": {"after": "c"}}}));
-        assert_eq!(last.after, None);
-    }
+    use super::parse_timestamp;
 
     #[test]
     fn timestamps() {
