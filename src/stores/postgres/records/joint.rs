@@ -8,7 +8,13 @@
 //!
 //! A statement whose answer was lost may have taken the claim: it is released (compare-and-
 //! delete, so never another run's) before the error is returned, so that the caller, which
-//! answers "nothing was posted", leaves none behind.
+//! answers "nothing was posted", leaves none behind. And a statement the server runs only after
+//! the run gave up on it (a paused server runs what it had not read yet once it wakes, after
+//! that release) takes no claim: the claim is taken only within the statement's budget
+//! ([`in_time`]), so such a draft's save lands as it would alone, and the next run is not held
+//! off until the claim's TTL. (The budget's end is the client's clock, compared with the
+//! database's: a database clock ahead of the host's by more than the budget only makes the
+//! claim go in its own statement again, never changes what it means.)
 
 use tokio_postgres::types::ToSql;
 
@@ -46,6 +52,18 @@ pub(super) fn save_part(ns: &str) -> String {
                 WHERE {keep}
                 RETURNING to_jsonb(d))"
     )
+}
+
+/// Whether the statement runs before `{deadline}` (a placeholder: the end of its budget, Unix
+/// milliseconds by the client's clock).
+fn in_time(deadline: &str) -> String {
+    format!("(extract(epoch FROM clock_timestamp()) * 1000)::bigint <= {deadline}::bigint")
+}
+
+/// The end of a statement's budget from now, Unix milliseconds (see [`in_time`]).
+fn deadline(store: &PgStore) -> i64 {
+    let budget = i64::try_from(store.db.budget().as_millis()).unwrap_or(i64::MAX);
+    crate::record::now_ms().saturating_add(budget)
 }
 
 /// The draft as the save left it: written, or (not written) as stored.
@@ -139,21 +157,25 @@ pub(super) async fn save_draft_claiming(
     let name = claims::name_in(store.ns, key);
     let sql = format!(
         "WITH {},
+        asked AS (SELECT {} AS yes FROM up),
         claim AS ({})
-        SELECT {SAVED}, EXISTS (SELECT 1 FROM up), (SELECT count(*) FROM claim), {}",
+        SELECT {SAVED}, coalesce((SELECT yes FROM asked), false), (SELECT count(*) FROM claim), {}",
         save_part(store.ns),
+        in_time("$12"),
         claims::set_nx_from(
-            "SELECT $9, $10, clock_timestamp() + $11::bigint * interval '1 millisecond' FROM up"
+            "SELECT $9, $10, clock_timestamp() + $11::bigint * interval '1 millisecond'
+                FROM asked WHERE asked.yes"
         ),
         claims::live_value("$9"),
     );
+    let until = deadline(store);
     let (ns, k, c2) = (store.ns.to_owned(), key.to_string(), content.clone());
     let (source, token, ttl) = (source.to_owned(), ask.token.to_owned(), claims::ms(ask.ttl));
     let answer = store
         .db
         .with("save draft and claim", |c| async move {
             let st = c.prepare_cached(&sql).await?;
-            let params: [&(dyn ToSql + Sync); 11] = [
+            let params: [&(dyn ToSql + Sync); 12] = [
                 &ns,
                 &k,
                 &c2.caption,
@@ -165,6 +187,7 @@ pub(super) async fn save_draft_claiming(
                 &name,
                 &token,
                 &ttl,
+                &until,
             ];
             let row = c.query_one(&st, &params).await?;
             Ok((
@@ -207,7 +230,8 @@ pub(super) async fn claim_and_start(
 ) -> Result<(Acquire, Option<Draft>), StoreError> {
     let name = claims::name_in(store.ns, key);
     let sql = format!(
-        "WITH claim AS ({}),
+        "WITH asked AS (SELECT {} AS yes),
+        claim AS ({}),
         started AS (
             UPDATE postonce_drafts AS d
             SET attempts = d.attempts + d.started, started = 1, updated_at = $4
@@ -215,12 +239,16 @@ pub(super) async fn claim_and_start(
                 AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
                 AND EXISTS (SELECT 1 FROM claim)
             RETURNING to_jsonb(d))
-        SELECT (SELECT count(*) FROM claim), (SELECT * FROM started), {}",
+        SELECT (SELECT count(*) FROM claim), (SELECT * FROM started), {},
+            (SELECT yes FROM asked)",
+        in_time("$9"),
         claims::set_nx_from(
-            "VALUES ($6, $7, clock_timestamp() + $8::bigint * interval '1 millisecond')"
+            "SELECT $6, $7, clock_timestamp() + $8::bigint * interval '1 millisecond'
+                FROM asked WHERE asked.yes"
         ),
         claims::live_value("$6"),
     );
+    let until = deadline(store);
     let (ns, k) = (store.ns.to_owned(), key.to_string());
     let open: Vec<String> = from
         .iter()
@@ -233,20 +261,36 @@ pub(super) async fn claim_and_start(
         .db
         .with("claim and start attempt", |c| async move {
             let st = c.prepare_cached(&sql).await?;
-            let params: [&(dyn ToSql + Sync); 8] =
-                [&ns, &k, &open, &now, &scheduled, &name, &token, &ttl];
+            let params: [&(dyn ToSql + Sync); 9] = [
+                &ns, &k, &open, &now, &scheduled, &name, &token, &ttl, &until,
+            ];
             let row = c.query_one(&st, &params).await?;
             Ok((
                 row.try_get::<_, i64>(0)?,
                 row.try_get::<_, Option<serde_json::Value>>(1)?,
                 row.try_get::<_, Option<String>>(2)?,
+                row.try_get::<_, bool>(3)?,
             ))
         })
         .await;
-    let (set, started, holder) = match answer {
+    let (set, started, holder, asked) = match answer {
         Ok(a) => a,
         Err(e) => return Err(failed(key, ask, e).await),
     };
+    if !asked {
+        // Past its budget by the database's clock (see [`in_time`]): nothing was done; the two
+        // calls, then.
+        let acquired = ask
+            .claims
+            .acquire(key, ask.token, ask.ttl)
+            .await
+            .map_err(|e| StoreError(e.to_string()))?;
+        if acquired != Acquire::Acquired {
+            return Ok((acquired, None));
+        }
+        let started = crate::record::RecordStore::start_attempt(store, key, from, now).await?;
+        return Ok((acquired, started));
+    }
     if set == 0 {
         return Ok((held(key, ask, holder).await, None));
     }
