@@ -249,6 +249,112 @@ async fn four_racing_sweeps_over_ten_due_drafts_give_ten_posts() {
     assert_eq!(env.linkedin.posts_created(), 10);
 }
 
+/// PostgreSQL's statements per run (issue 34: the floor), with the claims there too: counted as
+/// the statements bound through a proxy in front of the server (`support::pg_proxy`), once
+/// connections are warm (statements prepared, the schema's version checked):
+/// - a new draft: 3 (its save and the claim; the intent, whose conditions are the record's
+///   check under the claim; the record and the claim's release);
+/// - the same draft sent again once posted: 1 (its save finds the record's copy: no claim);
+/// - a due draft in a sweep: 3 (the claim and the attempt's start; the intent; the record and
+///   the release), beside the sweep's own listing, which does not grow with the due drafts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_per_run_are_at_the_floor() {
+    let env = env(&[]).await;
+    let pg = env.postgres.as_ref().expect("postgres");
+    let proxy = support::pg_proxy::PgProxy::start(pg.port()).await;
+    let through = env
+        .app_with(&[(
+            "DATABASE_URL",
+            &proxy.url(&format!("postonce:{PASSWORD}"), "postgres"),
+        )])
+        .await;
+    let run = async |content: bool, key: &PostKey| {
+        let req = env.request(key, content.then(|| env.content(&format!("Counted {key}"))));
+        let n0 = proxy.seen().len();
+        let o = through.pipeline.run(req, env.deadline()).await;
+        (o.outcome, proxy.seen()[n0..].to_vec())
+    };
+    let due = async |n: usize| {
+        let records = env.app.pipeline.records.clone();
+        for _ in 0..n {
+            let key = env.key();
+            records
+                .save_draft(
+                    &key,
+                    &env.content(&format!("Due {key}")),
+                    "ci",
+                    now_s() - 60,
+                )
+                .await
+                .expect("save");
+            let failed = DraftUpdate::Failed {
+                error: "earlier failure".into(),
+                retryable: true,
+                next_retry_at: Some(now_s() - 1),
+            };
+            assert!(records
+                .update_draft(&key, &failed, &[], now_s() - 30)
+                .await
+                .expect("due"));
+        }
+    };
+    let sweep = async || {
+        let n0 = proxy.seen().len();
+        let report = through
+            .pipeline
+            .sweep(&env.deadline())
+            .await
+            .expect("sweep");
+        (report.runs.len(), proxy.seen()[n0..].to_vec())
+    };
+    // Warm: every statement a run and a sweep make prepared on the pool's connections, and the
+    // schema's version checked (again only after a minute); the expired drafts' clean-up runs
+    // with the first sweep (then at most every 30 s).
+    for _ in 0..2 {
+        let key = env.key();
+        run(true, &key).await;
+        run(true, &key).await;
+        due(2).await;
+        sweep().await;
+    }
+    let key = env.key();
+    let (new, new_seen) = run(true, &key).await;
+    let (again, again_seen) = run(true, &key).await;
+    due(2).await;
+    let (two, two_seen) = sweep().await;
+    due(5).await;
+    let (five, five_seen) = sweep().await;
+    println!("a new draft, {} statements: {new_seen:#?}", new_seen.len());
+    println!(
+        "sent again once posted, {} statements: {again_seen:#?}",
+        again_seen.len()
+    );
+    println!(
+        "a sweep of 2 due drafts, {} statements: {two_seen:#?}",
+        two_seen.len()
+    );
+    println!("a sweep of 5 due drafts, {} statements", five_seen.len());
+    assert_eq!(new, postonce::outcome::OutcomeKind::Posted);
+    assert_eq!(again, postonce::outcome::OutcomeKind::AlreadyPosted);
+    assert_eq!((two, five), (2, 5), "the sweeps ran every due draft");
+    assert!(new_seen.len() <= 3, "a new draft: {new_seen:#?}");
+    assert_eq!(
+        again_seen.len(),
+        1,
+        "sent again once posted: {again_seen:#?}"
+    );
+    // The sweep's own statements (its listings) are the same for 2 due drafts as for 5.
+    let per_due = (five_seen.len() - two_seen.len()) as f64 / 3.0;
+    println!(
+        "per due draft in a sweep: {per_due} statements; the sweep's own: {}",
+        two_seen.len() as f64 - 2.0 * per_due
+    );
+    assert!(
+        per_due <= 3.0,
+        "{per_due} statements per due draft in a sweep"
+    );
+}
+
 /// The due index on PostgreSQL: 100,000 done drafts and 10,000 scheduled far ahead stored,
 /// 100 due; the sweep's listing reads (as the server's plan counts rows) at most 2× the due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

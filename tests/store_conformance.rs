@@ -978,3 +978,163 @@ async fn claims_expire() {
         );
     }
 }
+
+/// A record store and a claim store as the registry puts them together, and whatever must live
+/// as long as they do.
+type Pair = (
+    Arc<dyn RecordStore>,
+    Arc<dyn ClaimStore>,
+    Box<dyn Any + Send>,
+);
+
+async fn postgres_pair(joined: bool) -> Pair {
+    use postonce::stores::postgres::claims::PgClaims;
+    use postonce::stores::postgres::records::PgStore;
+    let (pg, a, b) = postgres_database().await;
+    let claims = if joined { a.clone() } else { b };
+    (
+        Arc::new(PgStore::new(a, false)),
+        Arc::new(PgClaims::new(claims, false)),
+        Box::new(pg),
+    )
+}
+
+async fn files_pair() -> Pair {
+    let (r, c) = (files_records().await, files_claims().await);
+    (r.a, c.a, Box::new((r._keep, c._keep)))
+}
+
+type OpenPair = fn() -> Pin<Box<dyn Future<Output = Pair> + Send>>;
+
+/// The pairs whose writes may be joined to a claim, and whether they are (one request each).
+const PAIRS: &[(&str, bool, OpenPair)] = &[
+    ("postgres, claims in its database", true, || {
+        Box::pin(postgres_pair(true))
+    }),
+    (
+        "postgres, claims through another pool (the two calls)",
+        false,
+        || Box::pin(postgres_pair(false)),
+    ),
+    ("files", false, || Box::pin(files_pair())),
+];
+
+const STARTS: [DraftStatus; 4] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
+];
+
+/// The record store's writes joined to a claim (issue 34: where the claims live beside the
+/// records, each pair is one statement) mean what the two calls mean: the draft's save takes
+/// the claim unless the draft is posted (and never another run's), the claim's request starts
+/// the attempt only if it took the claim, and the record's write releases the claim only if it
+/// wrote the record (compare-and-delete). Where they are not joined, the caller makes the
+/// second call, and the answers are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn joined_claims_mean_the_two_calls() {
+    use postonce::claim::ClaimAsk;
+    let ttl = Duration::from_secs(30);
+    for (name, joined, open) in PAIRS {
+        let (r, c, _keep) = open().await;
+        let ask = |token: &'static str| ClaimAsk {
+            claims: c.as_ref(),
+            token,
+            ttl,
+        };
+        let claim_of = async |k: &PostKey, token: &str, asked: Option<Acquire>| match asked {
+            Some(a) => a,
+            None => c.acquire(k, token, ttl).await.expect("acquire"),
+        };
+        let run = |t: &str| Acquire::Held(Some(ClaimValue::Run(t.to_owned())));
+        // A new draft: saved, and claimed by A.
+        let k = key();
+        let (d, asked) = r
+            .save_draft_claiming(&k, &content("x"), "ci", 10, ask("run-a"))
+            .await
+            .expect("save");
+        assert_eq!(d.status, DraftStatus::New, "{name}");
+        assert_eq!(asked.is_some(), *joined, "{name}: joined");
+        assert_eq!(
+            claim_of(&k, "run-a", asked).await,
+            Acquire::Acquired,
+            "{name}"
+        );
+        // Sent again by B: saved, the claim still A's.
+        let (d, asked) = r
+            .save_draft_claiming(&k, &content("y"), "ci", 11, ask("run-b"))
+            .await
+            .expect("save");
+        assert_eq!(d.content.map(|c| c.caption).as_deref(), Some("y"), "{name}");
+        assert_eq!(claim_of(&k, "run-b", asked).await, run("run-a"), "{name}");
+        // B's claim and start while A holds it: nothing started.
+        let (acquired, started) = match r.claim_and_start(&k, ask("run-b"), &STARTS, 12).await {
+            Some(joint) => joint.expect("claim and start"),
+            None => (c.acquire(&k, "run-b", ttl).await.expect("acquire"), None),
+        };
+        assert_eq!((acquired, started), (run("run-a"), None), "{name}");
+        let d = r.load(&k, None).await.expect("load").draft.expect("draft");
+        assert_eq!(d.updated_at, 11, "{name}: not started");
+        // A records: written, and the claim released with it.
+        let (written, released) = r
+            .put_posted_releasing(&k, &record(&k, "run-a", None), 20, 99, ask("run-a"))
+            .await
+            .expect("record");
+        assert_eq!(written, PutPosted::Created, "{name}");
+        assert_eq!(released, *joined, "{name}: released with the record");
+        if !released {
+            assert!(c.release(&k, "run-a").await.expect("release"), "{name}");
+        }
+        assert_eq!(c.inspect(&k).await.expect("inspect"), None, "{name}");
+        // Sent again once posted: the record's copy answers; no claim asked, none taken.
+        let (d, asked) = r
+            .save_draft_claiming(&k, &content("y"), "ci", 21, ask("run-c"))
+            .await
+            .expect("save");
+        assert_eq!(d.status, DraftStatus::Posted, "{name}");
+        assert_eq!(asked, None, "{name}");
+        assert_eq!(c.inspect(&k).await.expect("inspect"), None, "{name}");
+        // A record that is there already: not written, and C's claim kept.
+        assert_eq!(
+            c.acquire(&k, "run-c", ttl).await.expect("acquire"),
+            Acquire::Acquired
+        );
+        let (written, released) = r
+            .put_posted_releasing(&k, &record(&k, "run-c", None), 30, 99, ask("run-c"))
+            .await
+            .expect("record");
+        assert!(
+            matches!(&written, PutPosted::Exists(rec) if rec.run == "run-a"),
+            "{name}: {written:?}"
+        );
+        assert!(!released, "{name}");
+        let held = c.inspect(&k).await.expect("inspect").map(|(v, _)| v);
+        assert_eq!(held, Some(ClaimValue::Run("run-c".into())), "{name}");
+        // A due draft: claimed by D and its attempt started, in one request where joined.
+        let k2 = key();
+        r.save_draft(&k2, &content("z"), "ci", 10)
+            .await
+            .expect("save");
+        let failed = DraftUpdate::Failed {
+            error: "earlier".into(),
+            retryable: true,
+            next_retry_at: Some(11),
+        };
+        assert!(r.update_draft(&k2, &failed, &[], 11).await.expect("fail"));
+        let joint = r.claim_and_start(&k2, ask("run-d"), &STARTS, 40).await;
+        assert_eq!(joint.is_some(), *joined, "{name}: joined");
+        let (acquired, started) = match joint {
+            Some(joint) => joint.expect("claim and start"),
+            None => {
+                let a = c.acquire(&k2, "run-d", ttl).await.expect("acquire");
+                let s = r.start_attempt(&k2, &STARTS, 40).await.expect("start");
+                (a, s)
+            }
+        };
+        assert_eq!(acquired, Acquire::Acquired, "{name}");
+        let s = started.expect("started");
+        assert!(s.started && s.updated_at == 40, "{name}: {s:?}");
+        assert_eq!(s.status, DraftStatus::Failed, "{name}");
+    }
+}

@@ -55,6 +55,27 @@ pub enum Acquire {
     Held(Option<ClaimValue>),
 }
 
+/// Where a claim store keeps its claims, when a record store can keep its rows in the same place
+/// (one database: the pool's identity in this process, and the namespace) and so take or release
+/// a claim in the same request as its own write (`RecordStore::save_draft_claiming` and the
+/// methods beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub id: usize,
+    pub ns: &'static str,
+}
+
+/// A claim to take or release in the same request as a record store's write, where the record
+/// store keeps its rows in the claim store's [`Place`]; otherwise the caller takes or releases it
+/// itself, as before.
+#[derive(Clone, Copy)]
+pub struct ClaimAsk<'a> {
+    pub claims: &'a dyn ClaimStore,
+    /// The run's token (the value to set, or to compare before deleting).
+    pub token: &'a str,
+    pub ttl: Duration,
+}
+
 /// The claim store could not be used. Always retryable; never means "claimed".
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("claim store unavailable: {0}")]
@@ -99,4 +120,10 @@ pub trait ClaimStore: Send + Sync {
 
     /// A round trip to the store (doctor).
     async fn ping(&self) -> Result<(), ClaimError>;
+
+    /// Where it keeps its claims, when a record store may join its claims to its own writes
+    /// ([`Place`]); `None` (the default): no record store does.
+    fn place(&self) -> Option<Place> {
+        None
+    }
 }

@@ -75,7 +75,7 @@ impl Lane {
         req: &PostRequest,
         dl: &Deadline,
         progress: &Progress,
-        seen: Option<Draft>,
+        seen: Seen,
     ) -> (Outcome, Finish) {
         let key = &req.key;
         if let Some(why) = fault("after-claim").await {
@@ -172,33 +172,37 @@ impl Lane {
     /// plan read it when that decides a plain post (`checked` false: the record unread, its
     /// absence a condition of the intent write), or the record and the draft read again. A
     /// sweep's run starts its attempt in that read (issue 30, finding 3), so a run that dies in
-    /// the risky phases is counted.
+    /// the risky phases is counted; where the claims live beside the records, the claim's own
+    /// request started it ([`Seen::Started`]).
     async fn read_under_claim(
         &self,
         req: &PostRequest,
         dl: &Deadline,
-        seen: Option<Draft>,
+        seen: Seen,
     ) -> Result<(Snapshot, bool), (Outcome, Finish)> {
         let key = &req.key;
         let t = self.settings.timeouts;
         // A trigger's draft write started the attempt already.
-        let starts = seen.is_none() && req.content.is_none() && req.action == Action::Post;
-        let mut direct = seen.filter(|d| {
-            req.action == Action::Post
-                && matches!(
-                    d.status,
-                    DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
-                )
-        });
+        let (starts, mut direct) = match seen {
+            Seen::Started(started) => (false, started),
+            Seen::Before(seen) => (
+                guard::starts(req, seen.as_ref()),
+                seen.filter(|d| {
+                    req.action == Action::Post
+                        && matches!(
+                            d.status,
+                            DraftStatus::New | DraftStatus::Failed | DraftStatus::NeedsReview
+                        )
+                }),
+            ),
+        };
         if starts {
-            let from = [
-                DraftStatus::New,
-                DraftStatus::Failed,
-                DraftStatus::NeedsReview,
-                DraftStatus::Scheduled,
-            ];
             let started = dl
-                .work(t.records, self.records.start_attempt(key, &from, now_s()))
+                .work(
+                    t.records,
+                    self.records
+                        .start_attempt(key, &guard::STARTS_FROM, now_s()),
+                )
                 .await;
             match flatten_value(started) {
                 Ok(started) => direct = started,

@@ -8,6 +8,8 @@ use super::*;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Finish {
     Release,
+    /// Released already, by the record's own write (the claims live beside the records).
+    Released,
     /// Posted but not recorded: keep the claim, rewritten to hold this post id.
     Keep(Option<String>),
 }
@@ -75,7 +77,7 @@ impl ClaimGuard {
         }
     }
 
-    /// Leaves the claim as it is (a simulated crash before release).
+    /// Leaves the claim as it is (a simulated crash before release, or released already).
     pub(super) fn abandon(mut self) {
         self.armed = false;
     }
@@ -128,7 +130,7 @@ pub(super) enum Stage {
     Intent,
     /// create-post may have been sent; no answer yet.
     Sent,
-    /// The network accepted the post (with its URN, when it named one).
+    /// The network accepted the post (with its post id, when it named one).
     Created(Option<String>),
     /// The durable record is written (the post's id, and what the run answers): the record
     /// now stops every later run, so the claim is released on every path, a panic included.
@@ -172,7 +174,41 @@ impl Progress {
     }
 }
 
+/// The states a run that reads its draft under the claim starts an attempt from (issue 30,
+/// finding 3).
+pub(super) const STARTS_FROM: [DraftStatus; 4] = [
+    DraftStatus::New,
+    DraftStatus::Failed,
+    DraftStatus::NeedsReview,
+    DraftStatus::Scheduled,
+];
+
+/// Whether this run starts its attempt where it reads its draft, under the claim: a plain
+/// post that carried no draft and read none before (a sweep's run); a trigger's draft write
+/// started the attempt already.
+pub(super) fn starts(req: &PostRequest, seen: Option<&Draft>) -> bool {
+    seen.is_none() && req.content.is_none() && req.action == Action::Post
+}
+
+/// The draft as the run knows it when it holds the claim.
+pub(super) enum Seen {
+    /// As the trigger stored it or the run's plan read it, before the claim (`None`: unread).
+    Before(Option<Draft>),
+    /// As the claim's own request started the attempt, where the claims live beside the
+    /// records ([`RecordStore::claim_and_start`]; `None`: not in a state to start).
+    Started(Option<Draft>),
+}
+
 impl Lane {
+    /// The claim of this run, as the record store's joined writes take or release it.
+    pub(super) fn ask<'a>(&'a self, req: &'a PostRequest) -> ClaimAsk<'a> {
+        ClaimAsk {
+            claims: self.claims.as_ref(),
+            token: &req.run_id,
+            ttl: self.settings.claim_ttl,
+        }
+    }
+
     /// Everything up to and including the claim; then [`Self::claimed`] under the claim.
     /// `seen`: the draft as this run's plan read it, for a trigger that carried none.
     pub(super) async fn decide(
@@ -181,41 +217,75 @@ impl Lane {
         dl: &Deadline,
         mut seen: Option<Draft>,
     ) -> Outcome {
-        if let Some(done) = self.store_carried(req, dl, &mut seen).await {
-            return done;
+        // The claim may go with the draft's write (one request, where the claim store has a
+        // place the record store may share) when nothing stands between them: a run the
+        // claim's TTL outlasts, and no fault before the claim (a test's, looked at first here).
+        let mut early = None;
+        if req.content.is_some()
+            && self.claims.place().is_some()
+            && dl.remaining() < self.settings.claim_ttl
+        {
+            early = Some(fault("before-claim").await);
         }
+        let join = early == Some(None);
+        let pre = match self.store_carried(req, dl, &mut seen, join).await {
+            Ok(pre) => pre,
+            Err(done) => return done,
+        };
         if let Some(refused) = self.refuse_outlasting_claim(&req.key, dl).await {
             return refused;
         }
-        if let Err(done) = self.take_claim(req, dl).await {
-            return done;
-        }
+        let seen = match self.take_claim(req, dl, pre, early, seen).await {
+            Ok(seen) => seen,
+            Err(done) => return done,
+        };
         self.under_claim(req, dl, seen).await
     }
 
     /// The draft a trigger carried is stored first, whatever happens next: nothing is lost.
-    /// `Some`: the run ends here (it could not be stored, or it is posted already); otherwise
-    /// `seen` is the draft as stored.
+    /// `Err`: the run ends here (it could not be stored, or it is posted already); otherwise
+    /// `seen` is the draft as stored, and with `join` the claim's answer if the write took it.
     async fn store_carried(
         &self,
         req: &PostRequest,
         dl: &Deadline,
         seen: &mut Option<Draft>,
-    ) -> Option<Outcome> {
+        join: bool,
+    ) -> Result<Option<Acquire>, Outcome> {
         let key = &req.key;
         let t = self.settings.timeouts;
+        let mut pre = None;
         if let Some(content) = &req.content {
-            let saved = dl
-                .work(
+            let (source, now) = (req.source.as_str(), now_s());
+            let saved = if join {
+                let ask = self.ask(req);
+                dl.work(
                     t.records,
                     self.records
-                        .save_draft(key, content, req.source.as_str(), now_s()),
+                        .save_draft_claiming(key, content, source, now, ask),
                 )
-                .await;
+                .await
+            } else {
+                dl.work(t.records, async {
+                    let saved = self.records.save_draft(key, content, source, now).await;
+                    saved.map(|d| (d, None))
+                })
+                .await
+            };
+            if join && saved.is_err() {
+                // Given up on before its answer: the write may have taken the claim (a failed
+                // write's own claim is released by the store).
+                let _ = dl
+                    .finish(t.claims, self.claims.release(key, &req.run_id))
+                    .await;
+            }
             let draft = match flatten_value(saved) {
-                Ok(draft) => draft,
+                Ok((draft, claimed)) => {
+                    pre = claimed;
+                    draft
+                }
                 Err(e) => {
-                    return Some(failed(
+                    return Err(failed(
                         key,
                         true,
                         format!("could not store the draft ({e}); nothing was posted"),
@@ -226,7 +296,13 @@ impl Lane {
                 // Posted: the write found the record's copy, and a record is final (no claim).
                 DraftStatus::Posted => {
                     if let Some(record) = draft.record.as_ref().filter(|r| self.counts(r)) {
-                        return Some(self.already(key, dl, record, false).await);
+                        if let Some(Acquire::Acquired) = pre {
+                            // Not asked where the copy counts; released all the same.
+                            let _ = dl
+                                .finish(t.claims, self.claims.release(key, &req.run_id))
+                                .await;
+                        }
+                        return Err(self.already(key, dl, record, false).await);
                     }
                 }
                 // Sent again after a cancel, or again without a time while scheduled: an
@@ -245,7 +321,7 @@ impl Lane {
                 _ => *seen = Some(draft),
             }
         }
-        None
+        Ok(pre)
     }
 
     /// A run whose deadline would outlast the claim's TTL could post after its claim expired:
@@ -279,15 +355,43 @@ impl Lane {
         Some(outcome)
     }
 
-    /// Takes the claim (no post without one). `Err`: what this run answers instead (the claim
-    /// store failed, another run holds it, or the draft is posted and its record is repaired).
-    async fn take_claim(&self, req: &PostRequest, dl: &Deadline) -> Result<(), Outcome> {
+    /// Takes the claim (no post without one), unless the draft's write took it (`pre`), and
+    /// where the claims live beside the records, starts a sweep's attempt in the same request.
+    /// `early`: the fault point before the claim, if it was looked at already. `Ok`: the draft
+    /// as the run knows it now. `Err`: what this run answers instead (the claim store failed,
+    /// another run holds it, or the draft is posted and its record is repaired).
+    async fn take_claim(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+        pre: Option<Acquire>,
+        early: Option<Option<String>>,
+        seen: Option<Draft>,
+    ) -> Result<Seen, Outcome> {
         let key = &req.key;
         let t = self.settings.timeouts;
-        if let Some(why) = fault("before-claim").await {
+        let hit = match early {
+            Some(hit) => hit,
+            None => fault("before-claim").await,
+        };
+        if let Some(why) = hit {
             return Err(failed(key, true, format!("{why}; nothing was posted")));
         }
-        let mut acquired = self.acquire(req, dl).await;
+        let mut started = None;
+        let mut acquired = match pre {
+            Some(a) => Ok(a),
+            None if starts(req, seen.as_ref()) => match self.claim_and_start(req, dl).await {
+                Some(Ok((a, s))) => {
+                    if a == Acquire::Acquired {
+                        started = Some(s);
+                    }
+                    Ok(a)
+                }
+                Some(Err(e)) => Err(e),
+                None => self.acquire(req, dl).await,
+            },
+            None => self.acquire(req, dl).await,
+        };
         if let Ok(Acquire::Held(Some(ClaimValue::Posted(post_id)))) = &acquired {
             if is_dry_run_urn(post_id) && !self.adapter.is_dry_run() {
                 // A dry run's kept claim in the real namespace (only an older version could
@@ -320,9 +424,13 @@ impl Lane {
                 return Err(failed(key, true, detail));
             }
         };
+        let seen = match started {
+            Some(s) => Seen::Started(s),
+            None => Seen::Before(seen),
+        };
         match acquired {
-            Acquire::Acquired => Ok(()),
-            Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => Ok(()),
+            Acquire::Acquired => Ok(seen),
+            Acquire::Held(Some(ClaimValue::Run(token))) if token == req.run_id => Ok(seen),
             Acquire::Held(Some(ClaimValue::Posted(post_id)))
                 if self.adapter.is_dry_run() || !is_dry_run_urn(&post_id) =>
             {
@@ -339,7 +447,7 @@ impl Lane {
 
     /// Under the claim: [`Self::claimed`], caught if it panics, then the claim released, or
     /// kept where the network accepted the post and its record could not be written.
-    async fn under_claim(&self, req: &PostRequest, dl: &Deadline, seen: Option<Draft>) -> Outcome {
+    async fn under_claim(&self, req: &PostRequest, dl: &Deadline, seen: Seen) -> Outcome {
         let key = &req.key;
         let t = self.settings.timeouts;
         let progress = Arc::new(Progress::default());
@@ -372,6 +480,11 @@ impl Lane {
                 guard.release(dl, t.claims).await;
                 outcome
             }
+            Finish::Released => {
+                tracing::debug!("claim released with the record");
+                guard.abandon();
+                outcome
+            }
             Finish::Keep(post_id) => {
                 let ttl = self.settings.posted_claim_ttl;
                 let kept = guard
@@ -402,6 +515,24 @@ impl Lane {
                 Some(e) => format!("{e} (and {b})"),
                 None => format!("claim store unavailable: {b}"),
             }),
+        }
+    }
+
+    /// The claim and, where the claims live beside the records, the attempt's start, in one
+    /// request of the record store ([`RecordStore::claim_and_start`]); `None` where they do not.
+    async fn claim_and_start(
+        &self,
+        req: &PostRequest,
+        dl: &Deadline,
+    ) -> Option<Result<(Acquire, Option<Draft>), String>> {
+        let t = self.settings.timeouts;
+        let joined = self
+            .records
+            .claim_and_start(&req.key, self.ask(req), &STARTS_FROM, now_s());
+        match dl.work(t.claims, joined).await {
+            Ok(None) => None,
+            Ok(Some(r)) => Some(r.map_err(|e| e.to_string())),
+            Err(b) => Some(Err(format!("claim store unavailable: {b}"))),
         }
     }
 

@@ -54,7 +54,7 @@ pub use schedule::PACING_MARGIN;
 pub use sweep_report::{Delayed, SweepReport, Waiting};
 pub use targets::TextError;
 
-use guard::{Finish, Progress, Stage, Unrecorded};
+use guard::{Finish, Progress, Seen, Stage, Unrecorded};
 use retry::{rate_limit_wait, retry_within, Gave};
 
 use std::collections::BTreeMap;
@@ -66,7 +66,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 
 use crate::budget::{BudgetError, Deadline};
-use crate::claim::{Acquire, ClaimStore, ClaimValue};
+use crate::claim::{Acquire, ClaimAsk, ClaimStore, ClaimValue};
 use crate::config::{Config, Timeouts};
 use crate::image::{ImageError, ImageFetcher};
 use crate::key::PostKey;

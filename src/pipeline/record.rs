@@ -62,21 +62,29 @@ impl Lane {
             source: source.to_owned(),
             error: String::new(),
         };
+        // Where the claims live beside the records, the claim is released by the record's own
+        // write, only if it wrote the record (a failed write leaves the claim as it was).
         let written = match fault("record-write").await {
             Some(why) => Err(why),
             None => flatten_value(
                 dl.finish(
                     self.settings.timeouts.records,
-                    self.records.put_posted(&record, now, expires),
+                    self.records
+                        .put_posted_releasing(key, &record, now, expires, self.ask(req)),
                 )
                 .await,
             ),
+        };
+        let (written, finish) = match written {
+            Ok((w, true)) => (Ok(w), Finish::Released),
+            Ok((w, false)) => (Ok(w), Finish::Release),
+            Err(e) => (Err(e), Finish::Release),
         };
         match written {
             Ok(PutPosted::Created) => {
                 progress.set(Stage::Recorded(urn.clone(), kind));
                 if let Some(why) = fault("after-record").await {
-                    return (with(Outcome::new(key, kind, why)), Finish::Release);
+                    return (with(Outcome::new(key, kind, why)), finish);
                 }
                 let detail = match (kind, source, &urn) {
                     (OutcomeKind::AlreadyPosted, "reconcile", None) => format!("{on} refused the identical re-send as a duplicate, so the earlier attempt is there; {on} does not say which post it is, so it is recorded without a link"),
@@ -86,7 +94,7 @@ impl Lane {
                     (OutcomeKind::AlreadyPosted, _, Some(_)) => format!("{on} already has this post; recorded it"),
                     _ => "posted and recorded".to_owned(),
                 };
-                (with(Outcome::new(key, kind, detail)), Finish::Release)
+                (with(Outcome::new(key, kind, detail)), finish)
             }
             Ok(PutPosted::Exists(other))
                 if other.run == req.run_id || (urn.is_some() && other.post_id == urn) =>
@@ -160,15 +168,17 @@ impl Lane {
         let mut tried = format!("{}; nor could the claim be kept ({unkept})", outcome.detail);
         if let Some(u) = progress.take_unrecorded() {
             let first = u.error.clone();
-            let (second, _) = self
+            let (second, finish) = self
                 .record(req, dl, u.post, u.caption_hash, u.kind, &u.source, progress)
                 .await;
             if second.outcome != OutcomeKind::PostedNotRecorded {
                 // Recorded after all: the claim this run may still hold stops nothing now.
                 let t = self.settings.timeouts;
-                let _ = dl
-                    .finish(t.claims, self.claims.release(&req.key, &req.run_id))
-                    .await;
+                if finish != Finish::Released {
+                    let _ = dl
+                        .finish(t.claims, self.claims.release(&req.key, &req.run_id))
+                        .await;
+                }
                 let mut second = second;
                 second.image = outcome.image.take();
                 second.detail = format!(
@@ -243,7 +253,7 @@ impl Lane {
         let hash = draft
             .and_then(|d| d.content.as_ref())
             .map(|c| self.text_hash(c));
-        let (outcome, _) = self
+        let (outcome, finish) = self
             .record(
                 req,
                 dl,
@@ -273,7 +283,12 @@ impl Lane {
             _ => (
                 Outcome::new(key, OutcomeKind::AlreadyPosted, "confirmed by the owner")
                     .with_post_id(outcome.post_id),
-                Finish::Release,
+                // Released by the record's write where the claims live beside the records.
+                if finish == Finish::Released {
+                    finish
+                } else {
+                    Finish::Release
+                },
             ),
         }
     }

@@ -7,14 +7,19 @@
 //! record exists (rule 3 in `pipeline/mod.rs`). Policy (what to write when) is the pipeline's.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::claim::{Acquire, ClaimAsk};
 use crate::key::PostKey;
 use crate::networks::{Network, PreparedPost};
 use crate::vars::Secret;
+
+mod clock;
+mod kept;
+pub use clock::{now_ms, now_s, rfc3339};
+pub use kept::{secret_name, KeptSecrets};
 
 /// Where the durable record of a key lives.
 pub fn record_name(key: &PostKey) -> String {
@@ -404,6 +409,24 @@ pub trait RecordStore: Send + Sync {
         now: i64,
     ) -> Result<Draft, StoreError>;
 
+    /// [`Self::save_draft`] and, in the same request, the claim `ask` on `key` (as
+    /// [`crate::claim::ClaimStore::acquire`]) unless the draft is posted with its record's copy
+    /// that counts, where this store keeps its rows in the claim store's
+    /// [`crate::claim::Place`]. The claim's answer is `None` where it was not asked here
+    /// (the default, for every store that keeps no claims: the caller takes it as before).
+    /// A write whose answer was lost leaves no claim of `ask`'s behind.
+    async fn save_draft_claiming(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        now: i64,
+        ask: ClaimAsk<'_>,
+    ) -> Result<(Draft, Option<Acquire>), StoreError> {
+        let _ = ask;
+        Ok((self.save_draft(key, content, source, now).await?, None))
+    }
+
     /// Stores a draft's content and schedules it for `at` (Unix seconds) in the same one
     /// request (issue 30, finding 2: a draft sent with a time is never stored due before it):
     /// status `scheduled`, `publish_at` and the due time `at`, told afresh, no error or retry
@@ -431,6 +454,21 @@ pub trait RecordStore: Send + Sync {
         now: i64,
     ) -> Result<Option<Draft>, StoreError>;
 
+    /// The claim `ask` on `key` and, only if it was taken, [`Self::start_attempt`], in one
+    /// request, where this store keeps its rows in the claim store's [`crate::claim::Place`].
+    /// `None` (the default): nothing was done; the caller takes the claim, then starts.
+    /// A request whose answer was lost leaves no claim of `ask`'s behind.
+    async fn claim_and_start(
+        &self,
+        key: &PostKey,
+        ask: ClaimAsk<'_>,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Option<Result<(Acquire, Option<Draft>), StoreError>> {
+        let _ = (key, ask, from, now);
+        None
+    }
+
     /// The record and the draft, strongly consistent; with `caption_hash`, also which key
     /// already posted that caption (one request).
     async fn load(&self, key: &PostKey, caption_hash: Option<&str>)
@@ -449,6 +487,23 @@ pub trait RecordStore: Send + Sync {
         now: i64,
         draft_expires_at: i64,
     ) -> Result<PutPosted, StoreError>;
+
+    /// [`Self::put_posted`] and, only if it wrote the record, the release of the claim `ask`
+    /// on `key`, the record's (compare-and-delete), in the same request, where this store keeps
+    /// its rows in the claim store's [`crate::claim::Place`]; a write that fails leaves the
+    /// claim as it was. `true`: released here. The default writes the record alone (`false`:
+    /// the caller releases the claim as before).
+    async fn put_posted_releasing(
+        &self,
+        key: &PostKey,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+        ask: ClaimAsk<'_>,
+    ) -> Result<(PutPosted, bool), StoreError> {
+        let _ = (key, ask);
+        Ok((self.put_posted(record, now, draft_expires_at).await?, false))
+    }
 
     /// Applies `update` if the draft exists and its status is in `from` (any, if empty).
     /// `Ok(false)` when the condition did not hold.
@@ -515,68 +570,6 @@ pub trait RecordStore: Send + Sync {
         expected: Option<&Secret>,
         value: &Secret,
     ) -> Result<bool, StoreError>;
-}
-
-/// A record store as the place where adapters keep their sessions
-/// ([`crate::networks::SessionStore`]).
-pub struct KeptSecrets(pub Arc<dyn RecordStore>);
-
-#[async_trait]
-impl crate::networks::SessionStore for KeptSecrets {
-    async fn load_secret(&self, name: &str) -> Result<Option<Secret>, String> {
-        self.0.load_secret(name).await.map_err(|e| e.to_string())
-    }
-
-    async fn save_secret(&self, name: &str, value: &Secret) -> Result<(), String> {
-        self.0
-            .save_secret(name, value)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Where a secret an adapter keeps lives (`secret:<name>`); `name` is `[a-z0-9_-]{1,32}`.
-pub fn secret_name(name: &str) -> Result<String, StoreError> {
-    let ok = !name.is_empty()
-        && name.len() <= 32
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if ok {
-        Ok(format!("secret:{name}"))
-    } else {
-        Err(StoreError(format!(
-            "a kept secret's name must be 1 to 32 of a-z, 0-9, - and _: {name:?}"
-        )))
-    }
-}
-
-/// Unix seconds as an RFC 3339 UTC time (`2026-12-03T10:15:00Z`): the one formatter of every
-/// time a person reads (CLI, the outcome's `detail`, Telegram reports). Never a raw Unix time.
-pub fn rfc3339(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// Seconds since the Unix epoch.
-pub fn now_s() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue};
+use crate::claim::{claim_name, Acquire, ClaimError, ClaimStore, ClaimValue, Place};
 use crate::key::PostKey;
 use crate::stores::postgres::{Database, DbError};
 
@@ -22,6 +22,39 @@ const SET_NX: &str = "INSERT INTO postonce_claims AS c (name, value, expires_at)
     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
     WHERE c.expires_at <= clock_timestamp()
     RETURNING 1";
+
+/// [`SET_NX`] as a part of a record store's statement ([`super::records`]), the claim joined to
+/// its write: the rows `{from}` gives (`VALUES (…)`, or a `SELECT … FROM` a part before it)
+/// are the claim to set; it returns a row when set.
+pub(super) fn set_nx_from(from: &str) -> String {
+    format!(
+        "INSERT INTO postonce_claims AS c (name, value, expires_at)
+    {from}
+    ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
+    WHERE c.expires_at <= clock_timestamp()
+    RETURNING 1"
+    )
+}
+
+/// The claim's live value (named by `{name}`, a placeholder), as a scalar subquery.
+pub(super) fn live_value(name: &str) -> String {
+    format!(
+        "(SELECT value FROM postonce_claims WHERE name = {name} AND expires_at > clock_timestamp())"
+    )
+}
+
+/// Where claims of a namespace live on `db` ([`Place`]): its pool's identity in this process.
+pub(super) fn place(db: &Arc<Database>, ns: &'static str) -> Place {
+    Place {
+        id: Arc::as_ptr(db).addr(),
+        ns,
+    }
+}
+
+/// The claim of `key` in namespace `ns`, as stored.
+pub(super) fn name_in(ns: &str, key: &PostKey) -> String {
+    format!("{ns}{}", claim_name(key))
+}
 
 /// Rewrites `$1` from `$4` to `$2` for `$3` milliseconds, or sets it if absent or expired.
 const KEEP: &str = "INSERT INTO postonce_claims AS c (name, value, expires_at)
@@ -41,7 +74,8 @@ fn err(e: DbError) -> ClaimError {
     ClaimError(e.to_string())
 }
 
-fn ms(d: Duration) -> i64 {
+/// A TTL in milliseconds, as the statements take it (at least a second, as in Redis).
+pub(super) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1_000)
 }
 
@@ -58,7 +92,7 @@ impl PgClaims {
     }
 
     fn claim(&self, key: &PostKey) -> String {
-        format!("{}{}", self.ns, claim_name(key))
+        name_in(self.ns, key)
     }
 
     async fn set_nx(&self, name: String, value: String, ttl: Duration) -> Result<bool, ClaimError> {
@@ -183,6 +217,10 @@ impl ClaimStore for PgClaims {
             }
         }
         Ok(first)
+    }
+
+    fn place(&self) -> Option<Place> {
+        Some(place(&self.db, self.ns))
     }
 
     async fn ping(&self) -> Result<(), ClaimError> {

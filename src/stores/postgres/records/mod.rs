@@ -14,6 +14,7 @@
 //! Every statement runs under the database budget ([`crate::stores::postgres::Database::with`]). A
 //! record write whose answer was lost is answered by reading what is stored, never guessed.
 
+mod joint;
 mod rows;
 mod secrets;
 mod starts;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::claim::{Acquire, ClaimAsk};
 use crate::key::PostKey;
 use crate::record::{
     Draft, DraftContent, DraftStatus, DraftUpdate, Intent, PostedRecord, PutPosted, RecordStore,
@@ -61,6 +63,12 @@ impl PgStore {
             due_rows_read: AtomicU64::new(0),
             forgot_at: AtomicI64::new(i64::MIN),
         }
+    }
+
+    /// Whether `ask`'s claim store keeps its claims in this database and namespace, so that a
+    /// claim can be joined to this store's writes ([`joint`]).
+    fn joins(&self, ask: ClaimAsk<'_>) -> bool {
+        ask.claims.place() == Some(crate::stores::postgres::claims::place(&self.db, self.ns))
     }
 
     /// Rows the due listing has read so far.
@@ -155,31 +163,13 @@ impl RecordStore for PgStore {
         source: &str,
         now: i64,
     ) -> Result<Draft, StoreError> {
-        let mut keep = "d.record IS NULL OR d.status <> 'posted'".to_owned();
-        if self.ns.is_empty() {
-            keep.push_str(&format!(
-                " OR coalesce({}, false)",
-                rows::dry_urn("(d.record->>'urn')")
-            ));
-        }
         let sql = format!(
-            "WITH up AS (
-                INSERT INTO postonce_drafts AS d (ns, key, caption, image, link, alt, status,
-                    attempts, retryable, reminded, delay_told, source, created_at, updated_at, due_at,
-                    started)
-                VALUES ($1, $2, $3, $4, $5, $6, 'new', 0, true, false, false, $7, $8, $8, $8, 1)
-                ON CONFLICT (ns, key) DO UPDATE SET caption = EXCLUDED.caption,
-                    image = EXCLUDED.image, link = EXCLUDED.link, alt = EXCLUDED.alt,
-                    updated_at = EXCLUDED.updated_at, started = 1,
-                    source = coalesce(d.source, EXCLUDED.source),
-                    due_at = CASE WHEN d.status IN ('posted', 'cancelled') THEN d.due_at
-                                  ELSE coalesce(d.due_at, EXCLUDED.due_at) END
-                WHERE {keep}
-                RETURNING to_jsonb(d))
+            "WITH {}
             SELECT * FROM up
             UNION ALL
             SELECT to_jsonb(d) FROM postonce_drafts d
-                WHERE d.ns = $1 AND d.key = $2 AND NOT EXISTS (SELECT 1 FROM up)"
+                WHERE d.ns = $1 AND d.key = $2 AND NOT EXISTS (SELECT 1 FROM up)",
+            joint::save_part(self.ns)
         );
         let (ns, k) = (self.ns.to_owned(), key.to_string());
         let c2 = content.clone();
@@ -294,86 +284,50 @@ impl RecordStore for PgStore {
         now: i64,
         draft_expires_at: i64,
     ) -> Result<PutPosted, StoreError> {
-        let on_conflict = if self.ns.is_empty() {
-            // A dry run's record in the real namespace (only an older version could write
-            // one) proves nothing was posted: a real record may replace it.
-            format!(
-                "DO UPDATE SET urn = EXCLUDED.urn, posted_at = EXCLUDED.posted_at,
-                    run = EXCLUDED.run, source = EXCLUDED.source,
-                    caption_hash = EXCLUDED.caption_hash, url = EXCLUDED.url, cid = EXCLUDED.cid
-                 WHERE coalesce({}, false)",
-                rows::dry_urn("r.urn")
-            )
-        } else {
-            "DO NOTHING".to_owned()
-        };
-        let sql = format!(
-            "WITH rec AS (
-                INSERT INTO postonce_records AS r (ns, key, urn, posted_at, run, source, caption_hash, url, cid)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                ON CONFLICT (ns, key) {on_conflict}
-                RETURNING r.key),
-            draft AS (
-                INSERT INTO postonce_drafts AS d (ns, key, status, attempts, retryable, reminded,
-                    delay_told, created_at, updated_at, expires_at, record)
-                SELECT $1, $2, 'posted', 0, true, false, false, $10, $10, $11, $12 FROM rec
-                ON CONFLICT (ns, key) DO UPDATE SET status = 'posted', due_at = NULL,
-                    updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
-                    next_retry_at = NULL, record = EXCLUDED.record, pending = NULL,
-                    pending_run = NULL
-                RETURNING 1),
-            cap AS (
-                INSERT INTO postonce_captions (ns, hash, key, urn)
-                SELECT $1, $7, $2, $3 FROM rec WHERE $7::text IS NOT NULL
-                ON CONFLICT (ns, hash) DO UPDATE SET key = EXCLUDED.key, urn = EXCLUDED.urn
-                RETURNING 1)
-            SELECT (SELECT count(*) FROM rec), (SELECT count(*) FROM draft), (SELECT count(*) FROM cap)"
-        );
-        let ns = self.ns.to_owned();
-        let r = record.clone();
-        let copy = serde_json::to_value(record).map_err(|e| pg("record", e))?;
-        let written = self
-            .db
-            .with("put record", |c| async move {
-                let st = c.prepare_cached(&sql).await?;
-                let row = c
-                    .query_one(
-                        &st,
-                        &[
-                            &ns,
-                            &r.key,
-                            &r.post_id,
-                            &r.posted_at,
-                            &r.run,
-                            &r.source,
-                            &r.caption_hash,
-                            &r.url,
-                            &r.cid,
-                            &now,
-                            &draft_expires_at,
-                            &copy,
-                        ],
-                    )
-                    .await?;
-                row.try_get::<_, i64>(0)
-            })
-            .await;
-        match written {
-            Ok(n) if n > 0 => Ok(PutPosted::Created),
-            Ok(_) => match self.record_of(&record.key).await? {
-                Some(r) => Ok(PutPosted::Exists(r)),
-                None => Err(StoreError(
-                    "record condition failed but no record is there".into(),
-                )),
-            },
-            // The answer was lost: what is stored answers (our own run's record means ours
-            // committed); nothing stored leaves the error, never a guess.
-            Err(e) if e.unknown => match self.record_of(&record.key).await {
-                Ok(Some(r)) => Ok(PutPosted::Exists(r)),
-                _ => Err(err(e)),
-            },
-            Err(e) => Err(err(e)),
+        Ok(joint::put_posted(self, record, now, draft_expires_at, None)
+            .await?
+            .0)
+    }
+
+    async fn save_draft_claiming(
+        &self,
+        key: &PostKey,
+        content: &DraftContent,
+        source: &str,
+        now: i64,
+        ask: ClaimAsk<'_>,
+    ) -> Result<(Draft, Option<Acquire>), StoreError> {
+        if !self.joins(ask) {
+            return Ok((self.save_draft(key, content, source, now).await?, None));
         }
+        joint::save_draft_claiming(self, key, content, source, now, ask).await
+    }
+
+    async fn claim_and_start(
+        &self,
+        key: &PostKey,
+        ask: ClaimAsk<'_>,
+        from: &[DraftStatus],
+        now: i64,
+    ) -> Option<Result<(Acquire, Option<Draft>), StoreError>> {
+        if !self.joins(ask) {
+            return None;
+        }
+        Some(joint::claim_and_start(self, key, ask, from, now).await)
+    }
+
+    async fn put_posted_releasing(
+        &self,
+        key: &PostKey,
+        record: &PostedRecord,
+        now: i64,
+        draft_expires_at: i64,
+        ask: ClaimAsk<'_>,
+    ) -> Result<(PutPosted, bool), StoreError> {
+        if !self.joins(ask) {
+            return Ok((self.put_posted(record, now, draft_expires_at).await?, false));
+        }
+        joint::put_posted(self, record, now, draft_expires_at, Some((key, ask))).await
     }
 
     async fn update_draft(
