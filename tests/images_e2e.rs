@@ -110,6 +110,7 @@ fn within(n: Network, r: &Received, mastodon: usize) -> Result<(), String> {
                 && r.bytes <= instagram::MAX_IMAGE_BYTES
                 && (instagram::MIN_WIDTH..=instagram::MAX_WIDTH).contains(&w)
         }
+        Network::Facebook => r.is_one_of(&["image/jpeg", "image/png"]) && r.bytes <= 4_000_000,
     };
     if ok && r.taken() {
         Ok(())
@@ -273,6 +274,8 @@ fn uploads_and_creates(env: &Env) -> BTreeMap<Network, (u64, u64)> {
                 // The bytes travel with the create.
                 Network::Discord => env.discord().create_requests(),
                 Network::Instagram => env.instagram().container_requests(),
+                // The bytes travel with the create.
+                Network::Facebook => env.facebook().totals().0,
             };
             (n, (uploads, env.fake_totals(n).0))
         })
@@ -328,6 +331,7 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
         (Network::Threads, Want::Original),
         (Network::Discord, Want::Original),
         (Network::Instagram, Want::Refused),
+        (Network::Facebook, Want::Original),
     ]);
     check_targets(&env, &key, &o, &noise, &want, MASTODON_LIMIT);
     // Threads was given the draft's own URL, and fetched the original from it.
@@ -353,6 +357,12 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
                 .filter_map(|m| m.image)
                 .collect(),
             Network::Instagram => env.instagram().images(),
+            Network::Facebook => env
+                .facebook()
+                .posts()
+                .into_iter()
+                .filter_map(|p| p.image)
+                .collect(),
         }
         .into_iter()
         .filter(|r| !r.taken())
@@ -394,6 +404,7 @@ async fn a_webp_cover_reaches_every_network_that_can_take_it_and_threads_is_refu
         (Network::Bluesky, Want::Original),
         (Network::Threads, Want::Refused),
         (Network::Instagram, Want::Refused),
+        (Network::Facebook, Want::Original),
     ]);
     check_targets(
         &env,

@@ -132,6 +132,7 @@ fn limits(n: Network) -> Limits {
             width: Some((320, 1440)),
             ..l(&["image/jpeg"], 8_000_000)
         },
+        Network::Facebook => l(&["image/jpeg", "image/png"], 4_000_000),
     }
 }
 

@@ -50,8 +50,9 @@ pub use config::DEFINITION;
 pub const DEFAULT_API_URL: &str = "https://graph.facebook.com";
 /// The API version in every path.
 pub const API_VERSION: &str = "v25.0";
-/// Facebook's caption limit (widely cited, observed).
-pub const MAX_TEXT: usize = 63_206;
+/// Facebook's caption limit (63,206 characters: widely cited, observed) is beyond what postonce
+/// takes at input ([`crate::networks::INPUT_MAX_CHARS`]): the Page's limit is that one.
+pub const MAX_TEXT: usize = crate::networks::INPUT_MAX_CHARS;
 /// Posts asked for per page when looking one up, and pages read at most.
 pub const LIST_PAGE_SIZE: u8 = 25;
 pub const LIST_MAX_PAGES: u32 = 4;
@@ -100,7 +101,7 @@ pub fn post_url(id: &str) -> String {
 }
 
 /// No idempotency key; a duplicate refused without its id; the Page's posts read back; a
-/// caption of 63,206 characters; a JPEG or PNG under 4 MB, its bytes sent with the create.
+/// caption of at most postonce's input limit (Facebook's own is 63,206); a JPEG or PNG under 4 MB, its bytes sent with the create.
 pub fn capabilities() -> Capabilities {
     Capabilities {
         idempotency: Idempotency::DuplicateWithoutId,
@@ -289,8 +290,8 @@ impl FacebookAdapter {
 fn dry_answer(page: &str, request: &reqwest::Request) -> (u16, Value) {
     let path = request.url().path();
     if request.method() == reqwest::Method::POST {
-        let id = dry_id();
-        return (200, json!({"id": id, "post_id": format!("{page}_{id}")}));
+        // Marked ids only (a real `<page>_<post>` would not read as a dry run's).
+        return (200, json!({"id": dry_id(), "post_id": dry_id()}));
     }
     if path.ends_with("/published_posts") {
         return (200, json!({"data": []}));
