@@ -297,7 +297,14 @@ async fn a_stored_draft_previews_every_target_sends_nothing_and_renders_the_same
             .collect()
     };
     let (fa, fb) = (files(&a), files(&b));
-    assert_eq!(fa.len(), 7 + 6 + 1, "7 texts, 6 covers, index.html: {fa:?}");
+    // A text per network of the registry, a cover for each but Instagram (which fetches the
+    // draft's URL and takes no PNG), index.html.
+    let n = Network::ALL.len();
+    assert_eq!(
+        fa.len(),
+        n + (n - 1) + 1,
+        "texts, covers, index.html: {fa:?}"
+    );
     for r in &renditions {
         assert_eq!(fa[r], fb[r], "{r} hashes the same in both processes");
     }
