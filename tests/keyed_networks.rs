@@ -1396,13 +1396,9 @@ async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner(
     assert_eq!(env.posts_on(&refused, n).len(), 1);
 }
 
-/// Sixteen runs of one draft over two processes, Discord's nonce check off: one message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_racing_runs_post_one_discord_message() {
-    let env = discord_env(&[]).await;
-    let d = env.discord();
-    let n = Network::Discord;
-    d.set_nonce_check(false);
+/// Sixteen runs of one new draft for `n` over two processes: the draft's key and the runs'
+/// outcomes on `n`, counted by kind.
+async fn sixteen_racing_runs(env: &Env, n: Network) -> (PostKey, BTreeMap<&'static str, usize>) {
     let key = env.key();
     let content = env.announcement(&key);
     let pool = [env.app.clone(), env.another_app().await];
@@ -1419,6 +1415,17 @@ async fn sixteen_racing_runs_post_one_discord_message() {
         let o = r.await.expect("run");
         *kinds.entry(target(&o, n).outcome.as_str()).or_default() += 1;
     }
+    (key, kinds)
+}
+
+/// Sixteen runs of one draft over two processes, Discord's nonce check off: one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_racing_runs_post_one_discord_message() {
+    let env = discord_env(&[]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_nonce_check(false);
+    let (key, kinds) = sixteen_racing_runs(&env, n).await;
     println!(
         "Discord, 16 racing runs: {kinds:?}; creates {}, messages {}",
         d.create_requests(),
@@ -1572,22 +1579,7 @@ async fn sixteen_racing_runs_post_one_facebook_post() {
     let env = facebook_env().await;
     let f = env.facebook();
     let n = Network::Facebook;
-    let key = env.key();
-    let content = env.announcement(&key);
-    let pool = [env.app.clone(), env.another_app().await];
-    let runs: Vec<_> = (0..16)
-        .map(|i| {
-            let app = pool[i % 2].clone();
-            let req = env.request_to(&key, Some(content.clone()), &[n]);
-            let dl = env.deadline();
-            tokio::spawn(async move { app.pipeline.run(req, dl).await })
-        })
-        .collect();
-    let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for r in runs {
-        let o = r.await.expect("run");
-        *kinds.entry(target(&o, n).outcome.as_str()).or_default() += 1;
-    }
+    let (key, kinds) = sixteen_racing_runs(&env, n).await;
     println!(
         "Facebook, 16 racing runs: {kinds:?}; creates {}, posts {}",
         f.totals().0,
