@@ -25,7 +25,7 @@
 //! - A Facebook Page (no key at all; X's way): with the Page taking every post (its duplicate
 //!   check off), a lost answer is found by reading the Page back (0 creates), a lost request is
 //!   not found and sent again once; with the read refused the owner is told once (0 creates);
-//!   16 racing runs → 1 post.
+//!   16 racing runs → 1 post; a 506 duplicate answer read back (the post named, or in doubt).
 //!
 //! Each test prints its figures per network.
 
@@ -1588,4 +1588,45 @@ async fn sixteen_racing_runs_post_one_facebook_post() {
     assert_eq!(env.posts_on(&key, n).len(), 1, "one post");
     assert_eq!(kinds.get("posted").copied(), Some(1), "{kinds:?}");
     assert!(record(&env, &key, n).await.is_some());
+}
+
+/// Facebook's duplicate answer (506) names no post: the adapter reads the Page back. The
+/// caption posted by hand → that post, by its id (for the pipeline to record or refuse); a 506
+/// for a caption the Page does not show → in doubt, never taken for a post on its word.
+#[tokio::test]
+async fn facebook_a_duplicate_answer_is_read_back_never_taken_on_its_word() {
+    use postonce::networks::facebook::{wire, FacebookAdapter};
+    use postonce::networks::{Media, NetworkAdapter, PostError};
+    let f = support::facebook::FacebookFake::start().await;
+    let adapter = FacebookAdapter::new(
+        reqwest::Client::new(),
+        &f.uri(),
+        support::facebook::PAGE_ID,
+        postonce::vars::Secret::new(support::facebook::TOKEN),
+    );
+    let media = Media {
+        bytes: bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\nnot really"),
+        content_type: "image/png",
+        alt: None,
+    };
+    let post = |text: &str| adapter.prepare(text, &wire::media_ref(&media).expect("ref"), "k");
+    let by_hand = f.seed_post("Hello from the Page");
+    let e = adapter
+        .create(&post("Hello from the Page"), &media)
+        .await
+        .expect_err("a duplicate");
+    assert!(
+        matches!(&e, PostError::AlreadyExists { existing, .. } if existing.id.as_deref() == Some(by_hand.as_str())),
+        "{e:?}"
+    );
+    f.set_create_mode(FacebookMode::Duplicate);
+    let e = adapter
+        .create(&post("Never posted"), &media)
+        .await
+        .expect_err("in doubt");
+    println!("Facebook 506: {e}; reads {}", f.read_requests());
+    assert!(matches!(e, PostError::InDoubt { .. }), "{e:?}");
+    assert_eq!(f.duplicates_refused(), 1);
+    assert_eq!(f.read_requests(), 2, "each duplicate read back");
+    assert_eq!(f.totals(), (2, 1), "nothing posted");
 }

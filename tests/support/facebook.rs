@@ -36,6 +36,8 @@ pub enum Mode {
     Status(u16),
     /// Code 32, "Page request limit reached" (no time named); nothing is posted.
     RateLimited,
+    /// 506 "Duplicate status message", whatever the Page holds; nothing is posted.
+    Duplicate,
     /// Post nothing; answer 500 only after the delay (the request was lost on the way).
     Hang(Duration),
     /// Post, then answer only after the delay (the answer is lost).
@@ -139,6 +141,7 @@ impl State {
             }
             Mode::Status(s) => return error(s, 100, None, "(#100) Invalid parameter"),
             Mode::RateLimited => return error(400, 32, None, "Page request limit reached"),
+            Mode::Duplicate => return error(400, 506, None, "Duplicate status message"),
             Mode::Hang(d) => return error(500, 1, None, "An unknown error occurred").set_delay(d),
         }
         let Some(source) = parts.iter().find(|p| p.name == "source") else {
@@ -292,6 +295,21 @@ impl FacebookFake {
     /// Reading the Page's posts refused `(#200)`.
     pub fn set_read_refused(&self, refused: bool) {
         self.with(|s| s.read_refused = refused);
+    }
+
+    /// A post made on the Page by hand (no image), now.
+    pub fn seed_post(&self, message: &str) -> String {
+        self.with(|s| {
+            s.seq += 1;
+            let id = format!("{PAGE_ID}_{}", 100_000_000_000 + s.seq);
+            s.posts.push(Post {
+                id: id.clone(),
+                message: message.to_owned(),
+                created_s: now_s(),
+                image: None,
+            });
+            id
+        })
     }
 
     pub fn posts(&self) -> Vec<Post> {

@@ -285,6 +285,29 @@ impl FacebookAdapter {
     }
 }
 
+impl FacebookAdapter {
+    /// Facebook refused the create as a duplicate (506, 1366051), naming nothing: a signal
+    /// only. The Page's recent posts are read for the caption: found → that post
+    /// ([`PostError::AlreadyExists`] with its id, for the pipeline to record or to refuse);
+    /// not found, or the read failed → in doubt (the pipeline settles it, or the owner does).
+    async fn duplicate(&self, message: &str) -> PostError {
+        let why = match self.find_text(message, 0).await {
+            Ok(Some(existing)) => {
+                return PostError::AlreadyExists {
+                    network: DIALECT.name,
+                    existing,
+                }
+            }
+            Ok(None) => "it is not among the Page's recent posts".to_owned(),
+            Err(e) => format!("reading the Page's posts failed: {e}"),
+        };
+        PostError::InDoubt {
+            network: DIALECT.name,
+            message: format!("Facebook refused the post as a duplicate without naming one, and {why}"),
+        }
+    }
+}
+
 /// What the Graph API answers a dry run: the photo's and the post's ids marked, the Page by
 /// its id, no post found among the Page's.
 fn dry_answer(page: &str, request: &reqwest::Request) -> (u16, Value) {
@@ -329,7 +352,10 @@ impl NetworkAdapter for FacebookAdapter {
     /// `POST /{page}/photos` once, with the kept caption and the photo it was prepared with.
     async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError> {
         let message = wire::unpack(post, media)?;
-        let v = self.post_photo(message, media).await?;
+        let v = match self.post_photo(message, media).await {
+            Err(PostError::AlreadyExists { .. }) => return Err(self.duplicate(message).await),
+            answer => answer?,
+        };
         let created = wire::created(&v);
         if created.id.is_none() {
             tracing::warn!("Facebook created the post but its answer carried no id");
