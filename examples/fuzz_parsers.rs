@@ -327,6 +327,15 @@ fn threads_answers(data: &[u8]) {
             }
         }
     }
+    // The Facebook Page: its classifier on top of the Graph one, its list of published posts.
+    {
+        use postonce::networks::facebook::wire as f;
+        let _ = f::classify(pick(data, &ops), w.status, &w.headers, &w.body);
+        if let Some(v) = &w.json {
+            let _ = f::list_page(v);
+            let _ = f::created(v);
+        }
+    }
     let _ = t::GraphError::parse(&w.body).map(|g| g.describe());
     let _ = t::parse_timestamp(&w.body);
     if let Some(v) = &w.json {

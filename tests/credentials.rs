@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 
+use support::facebook::{self, FacebookFake};
 use support::images::ImageHost;
 use support::instagram::{self, InstagramFake};
 use support::linkedin::LinkedInFake;
@@ -49,6 +50,15 @@ fn threads_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
         ("THREADS_APP_SECRET", oauth::THREADS_APP_SECRET.into()),
         ("THREADS_OAUTH_URL", fake.uri()),
         ("THREADS_API_URL", fake.uri()),
+    ]
+}
+
+fn facebook_app(fake: &OAuthFake) -> Vec<(&'static str, String)> {
+    vec![
+        ("FACEBOOK_APP_ID", oauth::FACEBOOK_APP_ID.into()),
+        ("FACEBOOK_APP_SECRET", oauth::FACEBOOK_APP_SECRET.into()),
+        ("FACEBOOK_OAUTH_URL", fake.uri()),
+        ("FACEBOOK_API_URL", fake.uri()),
     ]
 }
 
@@ -157,6 +167,7 @@ fn no_secret(what: &str, text: &str) {
         "SECRET6",
         threads::TOKEN,
         instagram::TOKEN,
+        facebook::TOKEN,
     ] {
         assert!(
             !text.contains(mark),
@@ -951,4 +962,80 @@ async fn instagram_auth_by_listener_and_by_paste_then_a_post_and_a_refresh() {
         status.contains("expires in 59 days"),
         "the refreshed expiry: {status}"
     );
+}
+
+/// `auth facebook` (Facebook Login) through the listener with `FACEBOOK_PAGE_ID` naming the
+/// Page, then by `--paste` picking it from the two Pages `/me/accounts` lists: the code, the
+/// long-lived user token (`fb_exchange_token`), the Page's token stored with its id and no
+/// expiry; then a post with nothing but the stored token and id.
+#[tokio::test]
+async fn facebook_auth_by_listener_and_by_paste_then_a_post() {
+    let fake = OAuthFake::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut vars = facebook_app(&fake);
+    vars.push(("FACEBOOK_PAGE_ID", facebook::PAGE_ID.into()));
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &vars,
+        &["auth", "facebook", "--no-browser"],
+    ));
+    let url = auth.url();
+    assert!(
+        url.contains("/v25.0/dialog/oauth?")
+            && url.contains("scope=pages_show_list%2Cpages_read_engagement%2Cpages_manage_posts")
+            && url.contains(oauth::FACEBOOK_APP_ID),
+        "{url}"
+    );
+    let page = follow(&authorize(&url).await).await;
+    assert!(page.contains("received the authorization"), "{page}");
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let who = format!("the Page {} ({})", facebook::PAGE_NAME, facebook::PAGE_ID);
+    assert!(stdout.contains(&who), "{stdout}");
+    no_secret("auth stdout", &stdout);
+    no_secret("auth stderr", &stderr);
+
+    // Again by paste, the Page picked by its number.
+    let mut auth = Running::start(postonce(
+        dir.path(),
+        &facebook_app(&fake),
+        &["auth", "facebook", "--paste"],
+    ));
+    let location = authorize(&auth.url()).await;
+    assert!(location.ends_with("#_"), "{location}");
+    auth.paste(&location);
+    auth.paste("2");
+    let (code, stdout, stderr) = auth.finish();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains(&who), "{stdout}");
+    assert!(
+        stderr.contains("Another Page"),
+        "the Pages listed: {stderr}"
+    );
+    no_secret("auth stderr", &stderr);
+    let status = status_of(dir.path(), &[]);
+    assert!(
+        status.contains("facebook: stored (postonce auth facebook)") && status.contains(&who),
+        "{status}"
+    );
+
+    // A post with the stored Page token and FACEBOOK_PAGE_ID.
+    let api = FacebookFake::start().await;
+    let images = ImageHost::start().await;
+    let body = post_with_stored(
+        dir.path(),
+        &[
+            ("FACEBOOK_API_URL", api.uri()),
+            ("POSTONCE_TARGETS", "facebook".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        "Hello, Facebook",
+        &images.url("/cover.jpg"),
+    );
+    assert_eq!(api.totals(), (1, 1), "{body}");
+    assert!(
+        body.contains(&format!("https://www.facebook.com/{}_", facebook::PAGE_ID)),
+        "the post's URL: {body}"
+    );
+    no_secret("post", &body);
 }

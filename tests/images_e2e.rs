@@ -57,6 +57,19 @@ async fn env() -> Env {
     Env::with_every_network(Stores::Real, &[QUIET, IMAGE_BUDGET]).await
 }
 
+/// [`env`] with a 6 s budget per network call (and a quiet period above it): for a run that
+/// sends a 3 MB image to every network at once, which a loaded 2-core machine cannot always do
+/// within 1.5 s a call. What is checked is what each network gets, not how fast.
+async fn roomy_env() -> Env {
+    let budgets: Vec<String> = Network::ALL
+        .iter()
+        .map(|n| format!("POSTONCE_{}_TIMEOUT_MS", n.as_str().to_ascii_uppercase()))
+        .collect();
+    let mut overrides: Vec<(&str, &str)> = budgets.iter().map(|v| (v.as_str(), "6000")).collect();
+    overrides.extend([("POSTONCE_RECONCILE_AFTER_S", "8"), IMAGE_BUDGET]);
+    Env::with_every_network(Stores::Real, &overrides).await
+}
+
 fn target(o: &Outcome, n: Network) -> TargetOutcome {
     o.targets
         .as_ref()
@@ -110,6 +123,7 @@ fn within(n: Network, r: &Received, mastodon: usize) -> Result<(), String> {
                 && r.bytes <= instagram::MAX_IMAGE_BYTES
                 && (instagram::MIN_WIDTH..=instagram::MAX_WIDTH).contains(&w)
         }
+        Network::Facebook => r.is_one_of(&["image/jpeg", "image/png"]) && r.bytes <= 4_000_000,
     };
     if ok && r.taken() {
         Ok(())
@@ -273,6 +287,8 @@ fn uploads_and_creates(env: &Env) -> BTreeMap<Network, (u64, u64)> {
                 // The bytes travel with the create.
                 Network::Discord => env.discord().create_requests(),
                 Network::Instagram => env.instagram().container_requests(),
+                // The bytes travel with the create.
+                Network::Facebook => env.facebook().totals().0,
             };
             (n, (uploads, env.fake_totals(n).0))
         })
@@ -297,7 +313,7 @@ fn told(env: &Env, key: &PostKey) -> usize {
 /// after it said so).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
-    let env = env().await;
+    let env = roomy_env().await;
     env.mastodon().set_image_size_limit(MASTODON_LIMIT);
     let app = env.another_app().await;
     let noise = covers::noise_png(1000, 1000, 23);
@@ -328,6 +344,7 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
         (Network::Threads, Want::Original),
         (Network::Discord, Want::Original),
         (Network::Instagram, Want::Refused),
+        (Network::Facebook, Want::Original),
     ]);
     check_targets(&env, &key, &o, &noise, &want, MASTODON_LIMIT);
     // Threads was given the draft's own URL, and fetched the original from it.
@@ -353,6 +370,12 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
                 .filter_map(|m| m.image)
                 .collect(),
             Network::Instagram => env.instagram().images(),
+            Network::Facebook => env
+                .facebook()
+                .posts()
+                .into_iter()
+                .filter_map(|p| p.image)
+                .collect(),
         }
         .into_iter()
         .filter(|r| !r.taken())
@@ -394,6 +417,8 @@ async fn a_webp_cover_reaches_every_network_that_can_take_it_and_threads_is_refu
         (Network::Bluesky, Want::Original),
         (Network::Threads, Want::Refused),
         (Network::Instagram, Want::Refused),
+        // JPEG or PNG only: a WebP gets a rendition, its bytes sent with the post.
+        (Network::Facebook, Want::Rendition),
     ]);
     check_targets(
         &env,

@@ -22,6 +22,10 @@
 //!   per draft); past the nonce's window the channel is read back, paged and paced (0 creates),
 //!   or, with the read refused, the owner asked; 16 racing runs with the nonce check off → 1
 //!   message; an announcement channel's message published once, also after a lost answer.
+//! - A Facebook Page (no key at all; X's way): with the Page taking every post (its duplicate
+//!   check off), a lost answer is found by reading the Page back (0 creates), a lost request is
+//!   not found and sent again once; with the read refused the owner is told once (0 creates);
+//!   16 racing runs → 1 post; a 506 duplicate answer read back (the post named, or in doubt).
 //!
 //! Each test prints its figures per network.
 
@@ -41,6 +45,7 @@ use serde_json::{json, Value};
 use support::bluesky::Mode as BskyMode;
 use support::discord::{Mode as DiscordMode, Read as DiscordRead};
 use support::env::{Env, Stores};
+use support::facebook::Mode as FacebookMode;
 use support::linkedin::DuplicateCheck as LinkedInCheck;
 use support::mastodon::{Mode as MastoMode, Read as MastoRead};
 use support::x::DuplicateCheck as XCheck;
@@ -1391,13 +1396,9 @@ async fn discord_past_the_nonce_window_reads_the_channel_back_or_asks_the_owner(
     assert_eq!(env.posts_on(&refused, n).len(), 1);
 }
 
-/// Sixteen runs of one draft over two processes, Discord's nonce check off: one message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_racing_runs_post_one_discord_message() {
-    let env = discord_env(&[]).await;
-    let d = env.discord();
-    let n = Network::Discord;
-    d.set_nonce_check(false);
+/// Sixteen runs of one new draft for `n` over two processes: the draft's key and the runs'
+/// outcomes on `n`, counted by kind.
+async fn sixteen_racing_runs(env: &Env, n: Network) -> (PostKey, BTreeMap<&'static str, usize>) {
     let key = env.key();
     let content = env.announcement(&key);
     let pool = [env.app.clone(), env.another_app().await];
@@ -1414,6 +1415,17 @@ async fn sixteen_racing_runs_post_one_discord_message() {
         let o = r.await.expect("run");
         *kinds.entry(target(&o, n).outcome.as_str()).or_default() += 1;
     }
+    (key, kinds)
+}
+
+/// Sixteen runs of one draft over two processes, Discord's nonce check off: one message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_racing_runs_post_one_discord_message() {
+    let env = discord_env(&[]).await;
+    let d = env.discord();
+    let n = Network::Discord;
+    d.set_nonce_check(false);
+    let (key, kinds) = sixteen_racing_runs(&env, n).await;
     println!(
         "Discord, 16 racing runs: {kinds:?}; creates {}, messages {}",
         d.create_requests(),
@@ -1467,4 +1479,154 @@ async fn discord_crossposts_each_message_once() {
         d.messages().iter().all(|m| m.flags & 1 == 1),
         "both published"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Facebook Page: no idempotency key; settled by reading the Page's published posts back.
+
+/// LinkedIn and the Facebook Page, a 2 s quiet period, the Page taking every post (no
+/// duplicate check): a second create would be a second post.
+async fn facebook_env() -> Env {
+    let env = Env::with_facebook(Stores::Real, &[QUIET]).await;
+    env.facebook().set_duplicate_check(false);
+    env
+}
+
+/// The answer is lost (the post made), and, for another draft, the request (nothing made):
+/// both `unknown`, nothing sent inside the quiet period. After it, the Page is read back: the
+/// lost answer's post is found and recorded (0 creates), the lost request's is not and the
+/// kept request is sent once. One post per draft, no question. A third draft's answer lost with
+/// the read refused: the owner is told once, nothing sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facebook_a_lost_answer_and_a_lost_request_are_settled_by_reading_the_page_back() {
+    let env = facebook_env().await;
+    let f = env.facebook();
+    let n = Network::Facebook;
+    f.set_create_mode(FacebookMode::AcceptThenHang(HANG));
+    let answer_lost = env.key();
+    let refused = env.key();
+    let (first, third) = tokio::join!(
+        run_on(&env, &answer_lost, Some(true), n),
+        run_on(&env, &refused, Some(true), n)
+    );
+    let early = run_on(&env, &answer_lost, None, n).await;
+    assert_eq!(target(&early, n).outcome, OutcomeKind::Unknown, "{early:?}");
+    assert_eq!(f.totals().0, 2, "nothing sent inside the quiet period");
+    f.set_create_mode(FacebookMode::Hang(HANG));
+    let request_lost = env.key();
+    let second = run_on(&env, &request_lost, Some(true), n).await;
+    f.set_create_mode(FacebookMode::Normal);
+    for o in [&first, &second, &third] {
+        assert_eq!(target(o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    }
+    assert_eq!(f.totals().1, 2, "only the lost answers' posts exist");
+
+    past_the_quiet_period(&env).await;
+    let (reads, creates) = (f.read_requests(), f.totals().0);
+    let a = run_on(&env, &answer_lost, None, n).await;
+    assert_eq!(f.totals().0, creates, "found by reading back: 0 creates");
+    let b = run_on(&env, &request_lost, None, n).await;
+    println!(
+        "Facebook figures: reads {}, creates {} (+{}), posts {}",
+        f.read_requests() - reads,
+        f.totals().0,
+        f.totals().0 - creates,
+        f.totals().1
+    );
+    assert_eq!(target(&a, n).outcome, OutcomeKind::AlreadyPosted, "{a:?}");
+    for (key, o) in [(&answer_lost, &a), (&request_lost, &b)] {
+        let t = assert_settled(&env, key, n, o);
+        let posts = env.posts_on(key, n);
+        assert_eq!(posts.len(), 1, "one post for {key}: {o:?}");
+        assert_eq!(t.id.as_deref(), Some(posts[0].as_str()));
+        let url = format!("https://www.facebook.com/{}", posts[0]);
+        assert_eq!(t.url.as_deref(), Some(url.as_str()), "{t:?}");
+        let r = record(&env, key, n).await.expect("recorded");
+        assert_eq!(r.post_id.as_deref(), Some(posts[0].as_str()));
+    }
+    assert_eq!(f.totals().0, creates + 1, "the lost request sent once more");
+    for p in f.posts() {
+        let image = p.image.clone().expect("the photo's bytes");
+        assert!(image.bytes > 0 && image.taken(), "{image:?}");
+    }
+
+    f.set_read_refused(true);
+    let creates = f.totals().0;
+    let o = run_on(&env, &refused, None, n).await;
+    assert_eq!(target(&o, n).outcome, OutcomeKind::Unknown, "{o:?}");
+    assert_eq!(
+        questions(&env, &refused, n, &o),
+        2,
+        "done and force, once: {o:?}"
+    );
+    let again = run_on(&env, &refused, None, n).await;
+    assert_eq!(target(&again, n).outcome, OutcomeKind::Unknown, "{again:?}");
+    assert_eq!(
+        f.totals().0,
+        creates,
+        "never re-sent when the read cannot tell"
+    );
+    assert_eq!(env.posts_on(&refused, n).len(), 1);
+    let calls = f.requests();
+    let done = run_on(&env, &answer_lost, None, n).await;
+    assert_eq!(target(&done, n).outcome, OutcomeKind::AlreadyPosted);
+    assert_eq!(f.requests(), calls, "a recorded draft sends nothing");
+}
+
+/// Sixteen runs of one draft over two processes, the Page taking every post: one post.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_racing_runs_post_one_facebook_post() {
+    let env = facebook_env().await;
+    let f = env.facebook();
+    let n = Network::Facebook;
+    let (key, kinds) = sixteen_racing_runs(&env, n).await;
+    println!(
+        "Facebook, 16 racing runs: {kinds:?}; creates {}, posts {}",
+        f.totals().0,
+        f.totals().1
+    );
+    assert_eq!(env.posts_on(&key, n).len(), 1, "one post");
+    assert_eq!(kinds.get("posted").copied(), Some(1), "{kinds:?}");
+    assert!(record(&env, &key, n).await.is_some());
+}
+
+/// Facebook's duplicate answer (506) names no post: the adapter reads the Page back. The
+/// caption posted by hand → that post, by its id (for the pipeline to record or refuse); a 506
+/// for a caption the Page does not show → in doubt, never taken for a post on its word.
+#[tokio::test]
+async fn facebook_a_duplicate_answer_is_read_back_never_taken_on_its_word() {
+    use postonce::networks::facebook::{wire, FacebookAdapter};
+    use postonce::networks::{Media, NetworkAdapter, PostError};
+    let f = support::facebook::FacebookFake::start().await;
+    let adapter = FacebookAdapter::new(
+        reqwest::Client::new(),
+        &f.uri(),
+        support::facebook::PAGE_ID,
+        postonce::vars::Secret::new(support::facebook::TOKEN),
+    );
+    let media = Media {
+        bytes: bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\nnot really"),
+        content_type: "image/png",
+        alt: None,
+    };
+    let post = |text: &str| adapter.prepare(text, &wire::media_ref(&media).expect("ref"), "k");
+    let by_hand = f.seed_post("Hello from the Page");
+    let e = adapter
+        .create(&post("Hello from the Page"), &media)
+        .await
+        .expect_err("a duplicate");
+    assert!(
+        matches!(&e, PostError::AlreadyExists { existing, .. } if existing.id.as_deref() == Some(by_hand.as_str())),
+        "{e:?}"
+    );
+    f.set_create_mode(FacebookMode::Duplicate);
+    let e = adapter
+        .create(&post("Never posted"), &media)
+        .await
+        .expect_err("in doubt");
+    println!("Facebook 506: {e}; reads {}", f.read_requests());
+    assert!(matches!(e, PostError::InDoubt { .. }), "{e:?}");
+    assert_eq!(f.duplicates_refused(), 1);
+    assert_eq!(f.read_requests(), 2, "each duplicate read back");
+    assert_eq!(f.totals(), (2, 1), "nothing posted");
 }

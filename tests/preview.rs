@@ -132,6 +132,7 @@ fn limits(n: Network) -> Limits {
             width: Some((320, 1440)),
             ..l(&["image/jpeg"], 8_000_000)
         },
+        Network::Facebook => l(&["image/jpeg", "image/png"], 4_000_000),
     }
 }
 
@@ -296,10 +297,12 @@ async fn a_stored_draft_previews_every_target_sends_nothing_and_renders_the_same
             .collect()
     };
     let (fa, fb) = (files(&a), files(&b));
-    // A text per network, a cover per network but Instagram (which takes no PNG), the page.
+    // A text per network of the registry, a cover for each but Instagram (which fetches the
+    // draft's URL and takes no PNG), index.html.
+    let n = Network::ALL.len();
     assert_eq!(
         fa.len(),
-        Network::ALL.len() + (Network::ALL.len() - 1) + 1,
+        n + (n - 1) + 1,
         "texts, covers, index.html: {fa:?}"
     );
     for r in &renditions {

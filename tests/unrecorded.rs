@@ -91,7 +91,7 @@ async fn a_claim_that_cannot_be_kept_is_followed_by_a_second_record_write() {
 fn settles(n: Network) -> &'static str {
     match n {
         Network::Linkedin => "duplicate check answers with this post",
-        Network::X => "among the account's recent posts",
+        Network::X | Network::Facebook => "among the account's recent posts",
         Network::Telegram => "offers no way to check, so nothing is ever sent again",
         Network::Mastodon => "replays the request with its idempotency key",
         Network::Bluesky => "reads the post's record key",

@@ -83,6 +83,7 @@ registry! {
     Threads = "threads" => threads,
     Discord = "discord" => discord,
     Instagram = "instagram" => instagram,
+    Facebook = "facebook" => facebook,
 }
 
 impl Default for Network {

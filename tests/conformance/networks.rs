@@ -14,7 +14,9 @@ use postonce::networks::Network;
 
 use crate::support::env::Env;
 use crate::support::meta::{Dialect, MetaFake};
-use crate::support::{bluesky, discord, instagram, linkedin, mastodon, tg_channel, threads, x};
+use crate::support::{
+    bluesky, discord, facebook, instagram, linkedin, mastodon, tg_channel, threads, x,
+};
 
 /// A hang long enough that the 1.5 s budget of every network in the environment gives up
 /// first, although the post was made.
@@ -125,7 +127,7 @@ pub type Net = &'static dyn ConformanceFake;
 /// Every network the suite runs over. A new network: its fake in the environment, one line
 /// here.
 pub static NETWORKS: &[Net] = &[
-    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &Discord, &INSTAGRAM,
+    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &Discord, &INSTAGRAM, &Facebook,
 ];
 
 fn count(n: usize) -> u64 {
@@ -619,5 +621,65 @@ impl ConformanceFake for Discord {
 
     fn names_reset(&self) -> bool {
         true
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A Facebook Page: no idempotency key; a repeat of the Page's latest caption is refused 506
+/// without its id (the check off: the Page takes every post); settled by reading the Page back.
+pub struct Facebook;
+
+#[async_trait]
+impl ConformanceFake for Facebook {
+    fn network(&self) -> Network {
+        Network::Facebook
+    }
+
+    fn set_create(&self, env: &Env, mode: Create) {
+        use facebook::Mode;
+        let f = env.facebook();
+        f.set_revoked(false);
+        match mode {
+            Create::Accept => f.set_create_mode(Mode::Normal),
+            Create::LoseAnswer => f.set_create_mode(Mode::AcceptThenHang(HANG)),
+            // Code 32 names no time.
+            Create::RateLimited { .. } => f.set_create_mode(Mode::RateLimited),
+            Create::ServerError => f.set_create_mode(Mode::Status(500)),
+            Create::Revoked => f.set_revoked(true),
+        }
+    }
+
+    fn set_duplicate_check(&self, env: &Env, on: bool) {
+        env.facebook().set_duplicate_check(on);
+    }
+
+    async fn requests(&self, env: &Env) -> u64 {
+        env.facebook().requests()
+    }
+
+    fn credentials(&self) -> &'static [&'static str] {
+        &["FACEBOOK_PAGE_TOKEN"]
+    }
+
+    fn shown_create(&self, env: &Env) -> String {
+        format!(
+            "POST {}/v25.0/{}/photos",
+            env.facebook().uri(),
+            facebook::PAGE_ID
+        )
+    }
+
+    fn limit(&self) -> usize {
+        // Facebook's own 63,206 is beyond postonce's input limit.
+        3000
+    }
+
+    fn too_long(&self) -> String {
+        "a".repeat(3001)
+    }
+
+    fn names_reset(&self) -> bool {
+        false
     }
 }

@@ -3,7 +3,8 @@
 //! through the same configuration variables a user sets. [`Env::with_targets`] adds the X fake
 //! and the Telegram channel fake, for drafts that go to several networks (README "Targets");
 //! [`Env::with_five_targets`] Mastodon and Bluesky too, [`Env::with_threads`] Threads alone,
-//! [`Env::with_discord`] Discord alone, [`Env::with_instagram`] Instagram alone, and
+//! [`Env::with_discord`] Discord alone, [`Env::with_instagram`] Instagram alone,
+//! [`Env::with_facebook`] the Facebook Page alone, and
 //! [`Env::with_every_network`] every network of the registry. Which fakes start and the
 //! variables that point each network at its fake are written once, in `build_env`.
 
@@ -21,6 +22,7 @@ use postonce::record::DraftContent;
 
 use super::bluesky::BlueskyFake;
 use super::discord::DiscordFake;
+use super::facebook::FacebookFake;
 use super::images::ImageHost;
 use super::instagram::InstagramFake;
 use super::linkedin::LinkedInFake;
@@ -58,6 +60,8 @@ const THREADS: &[Network] = &[Network::Threads];
 const DISCORD: &[Network] = &[Network::Discord];
 /// [`Env::with_instagram`].
 const INSTAGRAM: &[Network] = &[Network::Instagram];
+/// [`Env::with_facebook`].
+const FACEBOOK: &[Network] = &[Network::Facebook];
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +94,8 @@ pub struct Env {
     pub discord: Option<DiscordFake>,
     /// The Instagram fake ([`Env::with_instagram`], [`Env::with_every_network`]).
     pub instagram: Option<InstagramFake>,
+    /// The Facebook Page fake ([`Env::with_facebook`], [`Env::with_every_network`]).
+    pub facebook: Option<FacebookFake>,
     pub vars: HashMap<String, String>,
     pub app: Arc<App>,
     pub data_dir: Option<tempfile::TempDir>,
@@ -153,6 +159,13 @@ impl Env {
         Self::build_env(stores, overrides, INSTAGRAM).await
     }
 
+    /// LinkedIn and the Facebook Page (`POSTONCE_TARGETS=linkedin,facebook`): the Facebook
+    /// fake through `FACEBOOK_API_URL`, `FACEBOOK_PAGE_TOKEN` and `FACEBOOK_PAGE_ID`, its
+    /// budget 1.5 s like the others'.
+    pub async fn with_facebook(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, FACEBOOK).await
+    }
+
     /// Every network of the registry, each through its fake as [`Env::with_five_targets`],
     /// [`Env::with_threads`], [`Env::with_discord`] and [`Env::with_instagram`] wire them, all
     /// of them as `POSTONCE_TARGETS`. `overrides` are applied last (an
@@ -199,6 +212,11 @@ impl Env {
         };
         let instagram = if on(Network::Instagram) {
             Some(InstagramFake::start().await)
+        } else {
+            None
+        };
+        let facebook = if on(Network::Facebook) {
+            Some(FacebookFake::start().await)
         } else {
             None
         };
@@ -293,6 +311,14 @@ impl Env {
                 ("POSTONCE_INSTAGRAM_TIMEOUT_MS", "1500".to_owned()),
             ]);
         }
+        if let Some(f) = &facebook {
+            set(&[
+                ("FACEBOOK_API_URL", f.uri()),
+                ("FACEBOOK_PAGE_TOKEN", super::facebook::TOKEN.to_owned()),
+                ("FACEBOOK_PAGE_ID", super::facebook::PAGE_ID.to_owned()),
+                ("POSTONCE_FACEBOOK_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -346,6 +372,7 @@ impl Env {
             threads,
             discord,
             instagram,
+            facebook,
             vars,
             app,
             data_dir,
@@ -399,6 +426,13 @@ impl Env {
         self.instagram
             .as_ref()
             .expect("an environment from Env::with_instagram has the Instagram fake")
+    }
+
+    /// The Facebook Page fake of an environment from [`Env::with_facebook`].
+    pub fn facebook(&self) -> &FacebookFake {
+        self.facebook
+            .as_ref()
+            .expect("an environment from Env::with_facebook has the Facebook fake")
     }
 
     /// An App over the same stores and fakes with `overrides` applied to this environment's

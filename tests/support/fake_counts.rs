@@ -55,6 +55,7 @@ impl Env {
                 .collect(),
             Network::Threads => self.threads().posts_with(slug),
             Network::Instagram => self.instagram().posts_with(slug),
+            Network::Facebook => self.facebook().posts_with(slug),
             Network::Discord => self
                 .discord()
                 .messages()
@@ -87,6 +88,7 @@ impl Env {
             ),
             Network::Threads => self.threads().totals(),
             Network::Instagram => self.instagram().totals(),
+            Network::Facebook => self.facebook().totals(),
             Network::Discord => (
                 self.discord().create_requests(),
                 self.discord().messages_posted(),
@@ -137,6 +139,7 @@ impl Env {
                 .collect(),
             Network::Threads => self.threads().images_with(slug),
             Network::Instagram => self.instagram().images_with(slug),
+            Network::Facebook => self.facebook().images_with(slug),
             Network::Discord => self
                 .discord()
                 .messages()

@@ -7,6 +7,7 @@ pub mod chaos;
 pub mod covers;
 pub mod discord;
 pub mod env;
+pub mod facebook;
 pub mod fake_counts;
 pub mod images;
 pub mod instagram;

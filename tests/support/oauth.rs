@@ -39,6 +39,11 @@ pub const THREADS_SHORT: &str = "THQVJ-short-SECRET5";
 pub const INSTAGRAM_APP_ID: &str = "990011223344556";
 pub const INSTAGRAM_APP_SECRET: &str = "instagram-app-SECRET4-fedcba";
 pub const INSTAGRAM_SHORT: &str = "IGQVJ-short-SECRET5";
+pub const FACEBOOK_APP_ID: &str = "771122334455667";
+pub const FACEBOOK_APP_SECRET: &str = "facebook-app-SECRET4-0a1b2c";
+pub const FACEBOOK_SHORT: &str = "EAAshort-user-SECRET5";
+/// The long-lived user token (`fb_exchange_token`); the Page token comes from `/me/accounts`.
+pub const FACEBOOK_USER_TOKEN: &str = "EAAlong-user-SECRET6";
 
 pub const MASTODON_CLIENT_ID: &str = "TWhM-tNSuncnqN7DBJmoyeLnk6K3iJJ71KKXxgL1hPM";
 pub const MASTODON_CLIENT_SECRET: &str = "ZEaFUFmF0umgBX1qKJDjaU99Q31lDkOU8NutzTOoliw-SECRET2";
@@ -549,12 +554,63 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Facebook Login: the dialog (`/v25.0/dialog/oauth`, Meta's `#_` appended), the code and
+    /// the long-lived exchanges (both `GET /v25.0/oauth/access_token`), and `/me/accounts`
+    /// listing two Pages, the fake Page second.
+    fn facebook(&self, req: &Request, path: &str) -> Option<ResponseTemplate> {
+        let q = query(req);
+        let ok = |v: serde_json::Value| ResponseTemplate::new(200).set_body_json(v);
+        let dead = || {
+            ResponseTemplate::new(400).set_body_json(json!({"error":{"message":"Invalid OAuth access token.","type":"OAuthException","code":190,"fbtrace_id":"Afake"}}))
+        };
+        Some(match (req.method.as_str(), path) {
+            ("GET", "/v25.0/dialog/oauth")
+                if q.get("client_id").map(String::as_str) == Some(FACEBOOK_APP_ID) =>
+            {
+                self.authorize(req, true)
+            }
+            ("GET", "/v25.0/oauth/access_token") if q.contains_key("code") => {
+                match self.spend(&q, FACEBOOK_APP_ID, FACEBOOK_APP_SECRET) {
+                    Some(r) => r,
+                    None => ok(
+                        json!({"access_token": FACEBOOK_SHORT, "token_type": "bearer", "expires_in": 5_183_944}),
+                    ),
+                }
+            }
+            ("GET", "/v25.0/oauth/access_token") => {
+                let right = q.get("grant_type").map(String::as_str) == Some("fb_exchange_token")
+                    && q.get("client_secret").map(String::as_str) == Some(FACEBOOK_APP_SECRET)
+                    && q.get("fb_exchange_token").map(String::as_str) == Some(FACEBOOK_SHORT);
+                if !right {
+                    return Some(dead());
+                }
+                ok(
+                    json!({"access_token": FACEBOOK_USER_TOKEN, "token_type": "bearer", "expires_in": 5_183_944}),
+                )
+            }
+            ("GET", "/v25.0/me/accounts") => {
+                if q.get("access_token").map(String::as_str) != Some(FACEBOOK_USER_TOKEN) {
+                    return Some(dead());
+                }
+                ok(json!({"data": [
+                    {"access_token": "EAApage-other-SECRET7", "id": "200000000000001", "name": "Another Page", "tasks": ["ANALYZE"]},
+                    {"access_token": super::facebook::TOKEN, "id": super::facebook::PAGE_ID, "name": super::facebook::PAGE_NAME, "tasks": ["ADVERTISE", "ANALYZE", "CREATE_CONTENT", "MESSAGING", "MODERATE", "MANAGE"]}
+                ], "paging": {"cursors": {"before": "QVFI", "after": "QVFI"}}}))
+            }
+            _ => return None,
+        })
+    }
+}
+
 impl Respond for Api {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let path = req.url.path().to_owned();
         self.mastodon(req, &path)
             .or_else(|| self.linkedin(req, &path))
             .or_else(|| self.x(req, &path))
+            // Before Instagram's, which refuses every other `/v25.0/` path as a dead token.
+            .or_else(|| self.facebook(req, &path))
             .or_else(|| self.instagram(req, &path))
             .or_else(|| self.threads(req, &path))
             .unwrap_or_else(|| ResponseTemplate::new(404))
