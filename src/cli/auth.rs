@@ -31,6 +31,9 @@ pub(super) struct AuthArgs {
     /// Mastodon: the instance (default MASTODON_URL).
     #[arg(long)]
     instance: Option<String>,
+    /// Nostr: make a new key, store its secret and print only its public npub.
+    #[arg(long)]
+    generate: bool,
     /// `auth status`: print JSON.
     #[arg(long)]
     json: bool,
@@ -56,8 +59,10 @@ pub(super) async fn run(config: &Config, args: AuthArgs) -> i32 {
         ));
     };
     let vars = Vars::new(&env);
-    if let Source::Variable(var) | Source::Parameter(var) =
-        Source::of(network, vars, &Stored::default())
+    // A flow that checks a credential set by hand (Nostr) runs, and stores nothing.
+    let checks = flow.checks_set_credential() && !args.generate;
+    if let (Source::Variable(var) | Source::Parameter(var), false) =
+        (Source::of(network, vars, &Stored::default()), checks)
     {
         return bad_input(format!(
             "auth {}: {var} is set and would take precedence over a stored credential: unset it first (nothing stored)",
@@ -93,6 +98,7 @@ pub(super) async fn run(config: &Config, args: AuthArgs) -> i32 {
             port: args.port,
             author: args.author,
             instance: args.instance,
+            generate: args.generate,
         },
         input: &mut input,
     };

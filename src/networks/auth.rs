@@ -179,6 +179,12 @@ pub trait AuthFlow: Sync {
         None
     }
 
+    /// Whether the flow also runs when the credential is set by hand (its variable), to check
+    /// it and store nothing (Nostr: the key's npub and the relays); otherwise `auth` refuses.
+    fn checks_set_credential(&self) -> bool {
+        false
+    }
+
     /// Obtains a credential: asks, authorizes, checks it with one harmless read. `None`: the
     /// flow found what to set and printed it, and there is nothing to store.
     ///

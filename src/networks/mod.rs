@@ -84,6 +84,7 @@ registry! {
     Discord = "discord" => discord,
     Instagram = "instagram" => instagram,
     Facebook = "facebook" => facebook,
+    Nostr = "nostr" => nostr,
 }
 
 impl Default for Network {

@@ -36,6 +36,8 @@ pub struct AuthOptions {
     pub author: Option<String>,
     /// Mastodon: the instance.
     pub instance: Option<String>,
+    /// Nostr: make a new key.
+    pub generate: bool,
 }
 
 /// How long the listener waits for the browser.
