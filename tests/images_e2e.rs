@@ -124,6 +124,10 @@ fn within(n: Network, r: &Received, mastodon: usize) -> Result<(), String> {
                 && (instagram::MIN_WIDTH..=instagram::MAX_WIDTH).contains(&w)
         }
         Network::Facebook => r.is_one_of(&["image/jpeg", "image/png"]) && r.bytes <= 4_000_000,
+        Network::Nostr => {
+            r.is_one_of(&["image/jpeg", "image/png", "image/gif", "image/webp"])
+                && r.bytes <= support::nostr::BLOSSOM_MAX
+        }
     };
     if ok && r.taken() {
         Ok(())
@@ -289,6 +293,7 @@ fn uploads_and_creates(env: &Env) -> BTreeMap<Network, (u64, u64)> {
                 Network::Instagram => env.instagram().container_requests(),
                 // The bytes travel with the create.
                 Network::Facebook => env.facebook().totals().0,
+                Network::Nostr => env.blossom().uploads(),
             };
             (n, (uploads, env.fake_totals(n).0))
         })
@@ -376,6 +381,7 @@ async fn a_3_mb_noise_png_reaches_every_network_within_its_limits_in_one_run() {
                 .into_iter()
                 .filter_map(|p| p.image)
                 .collect(),
+            Network::Nostr => env.blossom().blobs(),
         }
         .into_iter()
         .filter(|r| !r.taken())

@@ -133,6 +133,10 @@ fn limits(n: Network) -> Limits {
             ..l(&["image/jpeg"], 8_000_000)
         },
         Network::Facebook => l(&["image/jpeg", "image/png"], 4_000_000),
+        Network::Nostr => l(
+            &["image/jpeg", "image/png", "image/gif", "image/webp"],
+            10 * 1024 * 1024,
+        ),
     }
 }
 

@@ -94,7 +94,7 @@ fn settles(n: Network) -> &'static str {
         Network::X | Network::Facebook => "among the account's recent posts",
         Network::Telegram => "offers no way to check, so nothing is ever sent again",
         Network::Mastodon => "replays the request with its idempotency key",
-        Network::Bluesky => "reads the post's record key",
+        Network::Bluesky | Network::Nostr => "reads the post's record key",
         Network::Threads | Network::Instagram => "reads the kept container's status",
         Network::Discord => "replays the request with its idempotency key",
     }

@@ -15,7 +15,7 @@ use postonce::networks::Network;
 use crate::support::env::Env;
 use crate::support::meta::{Dialect, MetaFake};
 use crate::support::{
-    bluesky, discord, facebook, instagram, linkedin, mastodon, tg_channel, threads, x,
+    bluesky, discord, facebook, instagram, linkedin, mastodon, nostr, tg_channel, threads, x,
 };
 
 /// A hang long enough that the 1.5 s budget of every network in the environment gives up
@@ -128,6 +128,7 @@ pub type Net = &'static dyn ConformanceFake;
 /// here.
 pub static NETWORKS: &[Net] = &[
     &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &Discord, &INSTAGRAM, &Facebook,
+    &Nostr,
 ];
 
 fn count(n: usize) -> u64 {
@@ -672,6 +673,60 @@ impl ConformanceFake for Facebook {
 
     fn limit(&self) -> usize {
         // Facebook's own 63,206 is beyond postonce's input limit.
+        3000
+    }
+
+    fn too_long(&self) -> String {
+        "a".repeat(3001)
+    }
+
+    fn names_reset(&self) -> bool {
+        false
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Nostr: a signed note sent to one relay (the fake), its cover on the Blossom fake. The event
+/// id is the hash of the event, so its protection against a repeated create is the event
+/// itself: the same event is stored once, and a different one (re-signed) would be a second
+/// note. There is nothing to switch off. A 5xx's counterpart is a relay that drops the
+/// connection on the event (nothing stored, nothing answered); a revoked token's is every
+/// relay refusing the key (`restricted:`).
+pub struct Nostr;
+
+#[async_trait]
+impl ConformanceFake for Nostr {
+    fn network(&self) -> Network {
+        Network::Nostr
+    }
+
+    fn set_create(&self, env: &Env, mode: Create) {
+        use nostr::Mode;
+        env.relay().set_mode(match mode {
+            Create::Accept => Mode::Normal,
+            Create::LoseAnswer => Mode::AcceptThenHang(HANG),
+            Create::RateLimited { .. } => Mode::RateLimited,
+            Create::ServerError => Mode::CloseWithoutAnswer,
+            Create::Revoked => Mode::Restricted,
+        });
+    }
+
+    fn set_duplicate_check(&self, _env: &Env, _on: bool) {}
+
+    async fn requests(&self, env: &Env) -> u64 {
+        env.relay().requests() + env.blossom().uploads()
+    }
+
+    fn credentials(&self) -> &'static [&'static str] {
+        &["NOSTR_SECRET_KEY"]
+    }
+
+    fn shown_create(&self, env: &Env) -> String {
+        format!("EVENT {}", env.relay().url())
+    }
+
+    fn limit(&self) -> usize {
         3000
     }
 

@@ -27,6 +27,7 @@ use super::images::ImageHost;
 use super::instagram::InstagramFake;
 use super::linkedin::LinkedInFake;
 use super::mastodon::MastodonFake;
+use super::nostr::{BlossomFake, FakeRelay};
 use super::services::{dynamodb_endpoint, unique, PostgresServer, RedisServer};
 use super::telegram::TelegramFake;
 use super::tg_channel::TgChannelFake;
@@ -62,6 +63,10 @@ const DISCORD: &[Network] = &[Network::Discord];
 const INSTAGRAM: &[Network] = &[Network::Instagram];
 /// [`Env::with_facebook`].
 const FACEBOOK: &[Network] = &[Network::Facebook];
+/// [`Env::with_nostr`].
+const NOSTR: &[Network] = &[Network::Nostr];
+/// The Nostr key of every environment (hex; its npub is the test's author).
+pub const NOSTR_KEY: &str = "5c0c523f52a5b6fad39ed2403092df8cebc36318b39383bca6c00808626fab3a";
 
 /// Which stores back the environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +97,8 @@ pub struct Env {
     pub threads: Option<ThreadsFake>,
     /// The Discord fake ([`Env::with_discord`], [`Env::with_every_network`]).
     pub discord: Option<DiscordFake>,
+    /// The Nostr relay and Blossom fakes ([`Env::with_nostr`], [`Env::with_every_network`]).
+    pub nostr: Option<(FakeRelay, BlossomFake)>,
     /// The Instagram fake ([`Env::with_instagram`], [`Env::with_every_network`]).
     pub instagram: Option<InstagramFake>,
     /// The Facebook Page fake ([`Env::with_facebook`], [`Env::with_every_network`]).
@@ -166,6 +173,13 @@ impl Env {
         Self::build_env(stores, overrides, FACEBOOK).await
     }
 
+    /// LinkedIn and Nostr (`POSTONCE_TARGETS=linkedin,nostr`): the fake relay through
+    /// `NOSTR_RELAYS` (one relay), the Blossom fake through `NOSTR_BLOSSOM_URL`, the key
+    /// [`NOSTR_KEY`], its budget 1.5 s like the others'.
+    pub async fn with_nostr(stores: Stores, overrides: &[(&str, &str)]) -> Self {
+        Self::build_env(stores, overrides, NOSTR).await
+    }
+
     /// Every network of the registry, each through its fake as [`Env::with_five_targets`],
     /// [`Env::with_threads`], [`Env::with_discord`] and [`Env::with_instagram`] wire them, all
     /// of them as `POSTONCE_TARGETS`. `overrides` are applied last (an
@@ -217,6 +231,11 @@ impl Env {
         };
         let facebook = if on(Network::Facebook) {
             Some(FacebookFake::start().await)
+        } else {
+            None
+        };
+        let nostr = if on(Network::Nostr) {
+            Some((FakeRelay::start().await, BlossomFake::start().await))
         } else {
             None
         };
@@ -319,6 +338,14 @@ impl Env {
                 ("POSTONCE_FACEBOOK_TIMEOUT_MS", "1500".to_owned()),
             ]);
         }
+        if let Some((relay, blossom)) = &nostr {
+            set(&[
+                ("NOSTR_SECRET_KEY", NOSTR_KEY.to_owned()),
+                ("NOSTR_RELAYS", relay.url()),
+                ("NOSTR_BLOSSOM_URL", blossom.uri()),
+                ("POSTONCE_NOSTR_TIMEOUT_MS", "1500".to_owned()),
+            ]);
+        }
         let mut redis = None;
         let mut postgres = None;
         let mut data_dir = None;
@@ -371,6 +398,7 @@ impl Env {
             bluesky,
             threads,
             discord,
+            nostr,
             instagram,
             facebook,
             vars,
@@ -412,6 +440,24 @@ impl Env {
         self.threads
             .as_ref()
             .expect("an environment from Env::with_threads has the Threads fake")
+    }
+
+    /// The Nostr relay fake of an environment from [`Env::with_nostr`].
+    pub fn relay(&self) -> &FakeRelay {
+        &self
+            .nostr
+            .as_ref()
+            .expect("an environment from Env::with_nostr has the Nostr fakes")
+            .0
+    }
+
+    /// The Blossom fake of an environment from [`Env::with_nostr`].
+    pub fn blossom(&self) -> &BlossomFake {
+        &self
+            .nostr
+            .as_ref()
+            .expect("an environment from Env::with_nostr has the Nostr fakes")
+            .1
     }
 
     /// The Discord fake of an environment from [`Env::with_discord`].

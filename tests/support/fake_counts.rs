@@ -63,6 +63,12 @@ impl Env {
                 .filter(|m| m.content.contains(slug))
                 .map(|m| m.id)
                 .collect(),
+            Network::Nostr => self
+                .relay()
+                .notes_with(slug)
+                .into_iter()
+                .map(|e| e.id)
+                .collect(),
         }
     }
 
@@ -92,6 +98,10 @@ impl Env {
             Network::Discord => (
                 self.discord().create_requests(),
                 self.discord().messages_posted(),
+            ),
+            Network::Nostr => (
+                self.relay().event_frames(),
+                self.relay().notes_with("").len(),
             ),
         }
     }
@@ -146,6 +156,13 @@ impl Env {
                 .into_iter()
                 .filter(|m| m.content.contains(slug))
                 .filter_map(|m| m.image)
+                .collect(),
+            Network::Nostr => self
+                .relay()
+                .notes_with(slug)
+                .iter()
+                .flat_map(super::nostr::imeta_hashes)
+                .filter_map(|x| self.blossom().blob(&x))
                 .collect(),
         }
     }

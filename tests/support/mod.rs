@@ -14,6 +14,8 @@ pub mod instagram;
 pub mod linkedin;
 pub mod mastodon;
 pub mod meta;
+pub mod nostr;
+pub mod nostr_relay;
 pub mod oauth;
 pub mod pg_proxy;
 pub mod received;

@@ -183,6 +183,17 @@ impl NostrAdapter {
         let rate_limited = answers.iter().all(|(_, a)| {
             matches!(a, Published::Refused { message, .. } if message.starts_with("rate-limited:"))
         });
+        let key_refused = answers.iter().all(|(_, a)| {
+            matches!(a, Published::Refused { message, .. } if ["restricted:", "blocked:", "auth-required:"].iter().any(|p| message.starts_with(p)))
+        });
+        if key_refused {
+            return Err(PostError::CredentialRefused {
+                network: NETWORK,
+                message: format!(
+                    "every Nostr relay refused this key ({each}): it may not write there; use another key (`postonce auth nostr`) or other relays (NOSTR_RELAYS)"
+                ),
+            });
+        }
         if rate_limited {
             return Err(PostError::RateLimited {
                 network: NETWORK,
