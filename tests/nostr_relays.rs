@@ -22,8 +22,8 @@ mod support;
 use std::time::Duration;
 
 use postonce::key::PostKey;
-use postonce::networks::Network;
 use postonce::networks::nostr::event::Keys;
+use postonce::networks::Network;
 use postonce::outcome::{Outcome, OutcomeKind};
 use support::env::{Env, Stores, NOSTR_KEY};
 use support::nostr_relay::{count_notes, notes, ProxyMode, RealRelay, WsProxy};
@@ -32,7 +32,10 @@ use tokio::sync::Mutex;
 static TURN: Mutex<()> = Mutex::const_new(());
 
 fn author() -> String {
-    Keys::parse(NOSTR_KEY).expect("test key").public_hex().to_owned()
+    Keys::parse(NOSTR_KEY)
+        .expect("test key")
+        .public_hex()
+        .to_owned()
 }
 
 /// Nostr alone, on `relays`, needing `min` of them; budgets 1.5 s, quiet period 2 s.
@@ -62,7 +65,11 @@ async fn ids_on(url: &str, key: &PostKey) -> Vec<String> {
     notes(url, &author())
         .await
         .into_iter()
-        .filter(|e| e["content"].as_str().is_some_and(|c| c.contains(key.slug())))
+        .filter(|e| {
+            e["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(key.slug()))
+        })
         .filter_map(|e| e["id"].as_str().map(str::to_owned))
         .collect()
 }
@@ -89,13 +96,35 @@ async fn posted_once_on_two_real_relays_with_its_tags() {
     let (on_a, on_b) = (ids_on(&a.url(), &key).await, ids_on(&b.url(), &key).await);
     assert_eq!(on_a.len(), 1, "one note on relay A: {on_a:?}");
     assert_eq!(on_a, on_b, "the same event on both relays");
-    assert_eq!(record_id(&env, &key).await.as_deref(), Some(on_a[0].as_str()));
-    let note = notes(&a.url(), &author()).await.into_iter().find(|e| e["id"] == on_a[0]).expect("note");
+    assert_eq!(
+        record_id(&env, &key).await.as_deref(),
+        Some(on_a[0].as_str())
+    );
+    let note = notes(&a.url(), &author())
+        .await
+        .into_iter()
+        .find(|e| e["id"] == on_a[0])
+        .expect("note");
     let tags = note["tags"].to_string();
-    assert!(tags.contains(r#"["t","postonce"]"#) && tags.contains(r#"["t","nostr"]"#), "lowercase t tags: {tags}");
-    assert!(tags.contains(r#""imeta","url http://127.0.0.1"#), "the cover referenced as it is (no Blossom): {tags}");
-    assert!(note["content"].as_str().unwrap_or("").contains("/cover.png"), "{note}");
-    println!("figures: two relays, min 2 → posted, 1 event on each ({})", on_a[0]);
+    assert!(
+        tags.contains(r#"["t","postonce"]"#) && tags.contains(r#"["t","nostr"]"#),
+        "lowercase t tags: {tags}"
+    );
+    assert!(
+        tags.contains(r#""imeta","url http://127.0.0.1"#),
+        "the cover referenced as it is (no Blossom): {tags}"
+    );
+    assert!(
+        note["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/cover.png"),
+        "{note}"
+    );
+    println!(
+        "figures: two relays, min 2 → posted, 1 event on each ({})",
+        on_a[0]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -109,11 +138,19 @@ async fn a_lost_ok_is_settled_by_reading_the_id_back() {
         let key = env.key();
         let first = env.post(&key, &caption(&key)).await;
         assert_eq!(kind(&first), OutcomeKind::Unknown, "{mode:?}: {first:?}");
-        assert_eq!(count_notes(&relay.url(), &author(), key.slug()).await, 1, "the relay stored it");
+        assert_eq!(
+            count_notes(&relay.url(), &author(), key.slug()).await,
+            1,
+            "the relay stored it"
+        );
         proxy.set_mode(ProxyMode::Forward);
         env.wait_out_quiet_period(&key.on(Network::Nostr)).await;
         let settled = env.retry(&key).await;
-        assert_eq!(kind(&settled), OutcomeKind::AlreadyPosted, "{mode:?}: {settled:?}");
+        assert_eq!(
+            kind(&settled),
+            OutcomeKind::AlreadyPosted,
+            "{mode:?}: {settled:?}"
+        );
         let ids = ids_on(&relay.url(), &key).await;
         assert_eq!(ids.len(), 1, "{mode:?}: one event: {ids:?}");
         assert_eq!(record_id(&env, &key).await, Some(ids[0].clone()));
@@ -138,16 +175,26 @@ async fn a_relay_down_then_restarted_gets_the_same_event() {
     let first = env2.post(&key2, &caption(&key2)).await;
     assert_eq!(kind(&first), OutcomeKind::Unknown, "{first:?}");
     b.restart();
-    assert_eq!(ids_on(&b.url(), &key).await.len(), 0, "B never got the first draft");
+    assert_eq!(
+        ids_on(&b.url(), &key).await.len(),
+        0,
+        "B never got the first draft"
+    );
     env2.wait_out_quiet_period(&key2.on(Network::Nostr)).await;
     let settled = env2.retry(&key2).await;
     assert!(
-        matches!(kind(&settled), OutcomeKind::AlreadyPosted | OutcomeKind::Posted),
+        matches!(
+            kind(&settled),
+            OutcomeKind::AlreadyPosted | OutcomeKind::Posted
+        ),
         "{settled:?}"
     );
     let (on_a, on_b) = (ids_on(&a.url(), &key2).await, ids_on(&b.url(), &key2).await);
     assert_eq!(on_a.len(), 1, "{on_a:?}");
-    assert_eq!(on_a, on_b, "the same event on the restarted relay, never a new one");
+    assert_eq!(
+        on_a, on_b,
+        "the same event on the restarted relay, never a new one"
+    );
     assert_eq!(record_id(&env2, &key2).await, Some(on_a[0].clone()));
     println!("figures: B down → posted on A (min 1); min 2 → unknown, B restarted → {:?}, 1 event on each", kind(&settled));
 }
@@ -170,11 +217,22 @@ async fn a_refusing_relay_beside_one_that_takes_it() {
     let key2 = env2.key();
     let first = env2.post(&key2, &caption(&key2)).await;
     assert_eq!(kind(&first), OutcomeKind::Unknown, "{first:?}");
-    assert!(first.detail.contains("refused (blocked:"), "each relay's answer: {}", first.detail);
+    assert!(
+        first.detail.contains("refused (blocked:"),
+        "each relay's answer: {}",
+        first.detail
+    );
     env2.wait_out_quiet_period(&key2.on(Network::Nostr)).await;
     let again = env2.retry(&key2).await;
-    assert_eq!(ids_on(&a.url(), &key2).await.len(), 1, "still one event after {again:?}");
-    println!("figures: refusing relay + good relay, min 1 → posted; min 2 → unknown, then {:?}, 1 event", kind(&again));
+    assert_eq!(
+        ids_on(&a.url(), &key2).await.len(),
+        1,
+        "still one event after {again:?}"
+    );
+    println!(
+        "figures: refusing relay + good relay, min 1 → posted; min 2 → unknown, then {:?}, 1 event",
+        kind(&again)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -186,7 +244,10 @@ async fn sixteen_racing_runs_make_one_note() {
     let text = caption(&key);
     let runs = (0..16).map(|_| env.post(&key, &text));
     let outcomes = futures_util::future::join_all(runs).await;
-    let posted = outcomes.iter().filter(|o| kind(o) == OutcomeKind::Posted).count();
+    let posted = outcomes
+        .iter()
+        .filter(|o| kind(o) == OutcomeKind::Posted)
+        .count();
     assert_eq!(posted, 1, "{outcomes:?}");
     assert_eq!(ids_on(&relay.url(), &key).await.len(), 1);
     println!("figures: 16 racing runs → 1 posted, 1 event");
@@ -197,7 +258,13 @@ async fn a_crash_at_every_step_then_sweeps_make_one_note() {
     let _t = TURN.lock().await;
     let relay = RealRelay::start();
     let env = env_on(&[relay.url()], 1).await;
-    for step in ["after-image", "after-upload", "after-intent", "before-create-post", "after-create-post"] {
+    for step in [
+        "after-image",
+        "after-upload",
+        "after-intent",
+        "before-create-post",
+        "after-create-post",
+    ] {
         let key = env.key();
         fail::cfg(step, "return").expect("fail point");
         let first = env.post(&key, &caption(&key)).await;
@@ -213,8 +280,19 @@ async fn a_crash_at_every_step_then_sweeps_make_one_note() {
             last = env.retry(&key).await;
         }
         let ids = ids_on(&relay.url(), &key).await;
-        assert_eq!(ids.len(), 1, "{step}: one event: first {first:?}, last {last:?}");
-        assert_eq!(record_id(&env, &key).await, Some(ids[0].clone()), "{step}: recorded");
-        println!("figures: crash {step} → {:?}, then sweeps → 1 event, recorded", kind(&first));
+        assert_eq!(
+            ids.len(),
+            1,
+            "{step}: one event: first {first:?}, last {last:?}"
+        );
+        assert_eq!(
+            record_id(&env, &key).await,
+            Some(ids[0].clone()),
+            "{step}: recorded"
+        );
+        println!(
+            "figures: crash {step} → {:?}, then sweeps → 1 event, recorded",
+            kind(&first)
+        );
     }
 }

@@ -127,8 +127,7 @@ pub type Net = &'static dyn ConformanceFake;
 /// Every network the suite runs over. A new network: its fake in the environment, one line
 /// here.
 pub static NETWORKS: &[Net] = &[
-    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &Discord, &INSTAGRAM, &Facebook,
-    &Nostr,
+    &LinkedIn, &X, &Channel, &Mastodon, &Bluesky, &THREADS, &Discord, &INSTAGRAM, &Facebook, &Nostr,
 ];
 
 fn count(n: usize) -> u64 {

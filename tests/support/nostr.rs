@@ -68,7 +68,9 @@ pub struct FakeRelay {
 
 impl FakeRelay {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fake relay");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake relay");
         let url = format!("ws://{}", listener.local_addr().expect("address"));
         let relay = Self {
             url,
@@ -164,11 +166,27 @@ impl FakeRelay {
         let mut s = self.state.lock().expect("lock");
         match s.mode.unwrap_or(Mode::Normal) {
             Mode::RateLimited => {
-                return (json!(["OK", event.id, false, "rate-limited: slow down"]), None)
+                return (
+                    json!(["OK", event.id, false, "rate-limited: slow down"]),
+                    None,
+                )
             }
-            Mode::Error => return (json!(["OK", event.id, false, "error: could not save"]), None),
+            Mode::Error => {
+                return (
+                    json!(["OK", event.id, false, "error: could not save"]),
+                    None,
+                )
+            }
             Mode::Restricted => {
-                return (json!(["OK", "", false, "restricted: this pubkey may not write here"]), None)
+                return (
+                    json!([
+                        "OK",
+                        "",
+                        false,
+                        "restricted: this pubkey may not write here"
+                    ]),
+                    None,
+                )
             }
             Mode::CloseWithoutAnswer => return (Value::Null, None),
             Mode::Normal | Mode::AcceptThenHang(_) => {}
@@ -244,11 +262,14 @@ impl Upload {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .ok_or("Missing Authorization header")?;
-        let b64 = header.strip_prefix("Nostr ").ok_or("Authorization is not Nostr")?;
+        let b64 = header
+            .strip_prefix("Nostr ")
+            .ok_or("Authorization is not Nostr")?;
         let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(b64.trim_end_matches('='))
             .map_err(|_| "Authorization is not base64url")?;
-        let event: Event = serde_json::from_slice(&json).map_err(|_| "Authorization is not an event")?;
+        let event: Event =
+            serde_json::from_slice(&json).map_err(|_| "Authorization is not an event")?;
         let tag = |name: &str| {
             event
                 .tags
@@ -257,11 +278,16 @@ impl Upload {
                 .and_then(|t| t.get(1).cloned())
         };
         let now = u64::try_from(postonce::record::now_s()).unwrap_or(0);
-        let expires = tag("expiration").and_then(|e| e.parse::<u64>().ok()).unwrap_or(0);
+        let expires = tag("expiration")
+            .and_then(|e| e.parse::<u64>().ok())
+            .unwrap_or(0);
         if !event.is_valid() || event.kind != 24242 {
             return Err("Invalid auth event");
         }
-        if tag("t").as_deref() != Some("upload") || tag("x").as_deref() != Some(sha) || expires <= now {
+        if tag("t").as_deref() != Some("upload")
+            || tag("x").as_deref() != Some(sha)
+            || expires <= now
+        {
             return Err("Auth event does not allow this upload");
         }
         Ok(())
@@ -294,7 +320,11 @@ impl Respond for Upload {
             .unwrap_or("")
             .to_owned();
         let mut b = self.blobs.lock().expect("lock");
-        let status = if b.stored.contains_key(&sha) { 200 } else { 201 };
+        let status = if b.stored.contains_key(&sha) {
+            200
+        } else {
+            201
+        };
         b.stored
             .entry(sha.clone())
             .or_insert_with(|| Received::of(&req.body, &declared));
@@ -334,7 +364,13 @@ impl BlossomFake {
 
     /// Every blob stored.
     pub fn blobs(&self) -> Vec<Received> {
-        self.blobs.lock().expect("lock").stored.values().cloned().collect()
+        self.blobs
+            .lock()
+            .expect("lock")
+            .stored
+            .values()
+            .cloned()
+            .collect()
     }
 
     pub fn uploads(&self) -> u64 {

@@ -82,7 +82,10 @@ impl RealRelay {
             std::thread::sleep(Duration::from_millis(50));
         }
         let log = std::fs::read_to_string(self.dir.path().join("relay.log")).unwrap_or_default();
-        panic!("nostr-relay did not start on port {} within 30 s:\n{log}", self.port);
+        panic!(
+            "nostr-relay did not start on port {} within 30 s:\n{log}",
+            self.port
+        );
     }
 
     pub fn url(&self) -> String {
@@ -111,7 +114,9 @@ impl RealRelay {
     /// `SIGTERM` to the master (it stops its worker), waited for.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
             let until = Instant::now() + Duration::from_secs(10);
             while Instant::now() < until {
                 if matches!(c.try_wait(), Ok(Some(_))) {
@@ -170,7 +175,9 @@ pub struct WsProxy {
 
 impl WsProxy {
     pub async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
         let url = format!("ws://{}", listener.local_addr().expect("addr"));
         let mode = Arc::new(AtomicU8::new(ProxyMode::Forward as u8));
         let m = mode.clone();
@@ -252,10 +259,13 @@ pub async fn count_notes(url: &str, author: &str, needle: &str) -> usize {
 
 /// Every note of `author` on the relay at `url`.
 pub async fn notes(url: &str, author: &str) -> Vec<Value> {
-    let (mut ws, _) = tokio::time::timeout(Duration::from_secs(5), tokio_tungstenite::connect_async(url))
-        .await
-        .expect("the relay answers within 5 s")
-        .unwrap_or_else(|e| panic!("cannot reach the relay {url} to count: {e}"));
+    let (mut ws, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_tungstenite::connect_async(url),
+    )
+    .await
+    .expect("the relay answers within 5 s")
+    .unwrap_or_else(|e| panic!("cannot reach the relay {url} to count: {e}"));
     let req = json!(["REQ", "count", {"authors": [author], "kinds": [1]}]).to_string();
     ws.send(Message::text(req)).await.expect("send REQ");
     let mut out = Vec::new();
