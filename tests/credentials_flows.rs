@@ -369,3 +369,123 @@ async fn discord_auth_checks_the_token_finds_the_channel_and_a_real_post_uses_it
         "the message's link: {v}"
     );
 }
+
+/// `postonce auth nostr --generate`: a new key, its secret stored and never shown (only the
+/// npub printed), the relays reached; a real post signs with the stored key. With
+/// `NOSTR_SECRET_KEY` set, `auth nostr` checks it and stores nothing; a malformed key or relay
+/// list stops `post` with exit 2, naming the variable and never the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nostr_auth_generates_a_key_shows_only_its_npub_and_a_real_post_uses_it() {
+    use support::nostr::FakeRelay;
+    let relay = FakeRelay::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let relays = [("NOSTR_RELAYS", relay.url())];
+
+    let out = postonce(dir.path(), &relays, &["auth", "nostr", "--generate"], "");
+    let (o, e) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    let npub = o.lines().next().unwrap_or("").trim().to_owned();
+    assert!(npub.starts_with("npub1"), "the npub first: {o}");
+    assert!(
+        !o.contains("nsec") && !e.contains("nsec"),
+        "the secret never shown:\n{o}\n{e}"
+    );
+    assert!(e.contains(&format!("{}: reachable", relay.url())), "{e}");
+
+    let status = postonce(dir.path(), &[], &["auth", "status"], "");
+    let (o, _) = texts(&status);
+    assert!(o.contains("nostr: stored (postonce auth nostr)"), "{o}");
+    assert!(!o.contains("nsec"), "{o}");
+
+    let images = ImageHost::start().await;
+    let post = postonce(
+        dir.path(),
+        &[
+            ("NOSTR_RELAYS", relay.url()),
+            ("POSTONCE_TARGETS", "nostr".into()),
+            ("POSTONCE_IMAGE_HOSTS", images.uri()),
+        ],
+        &[
+            "post",
+            "--kind",
+            "blog",
+            "--slug",
+            "nos",
+            "--caption",
+            "Hello, #Nostr",
+            "--image",
+            &images.url("/cover.png"),
+            "--json",
+        ],
+        "",
+    );
+    let (o, e) = texts(&post);
+    assert_eq!(post.status.code(), Some(0), "{o}\n{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).expect("json");
+    assert_eq!(v["outcome"], "posted", "{v}");
+    let notes = relay.notes_with("Hello, #Nostr");
+    assert_eq!(notes.len(), 1, "one note");
+    let pk = hex::decode(&notes[0].pubkey).expect("hex");
+    let signer = postonce::networks::nostr::event::bech32_of("npub", &pk);
+    assert_eq!(signer, npub, "signed with the stored key");
+    assert_eq!(
+        v["urn"].as_str().or(v["id"].as_str()).unwrap_or(""),
+        notes[0].id,
+        "{v}"
+    );
+
+    let set = [
+        (
+            "NOSTR_SECRET_KEY",
+            "nsec1vl029mgpspedva04g90vltkh6fvh240zqtv9k0t9af8935ke9laqsnlfe5".to_owned(),
+        ),
+        ("NOSTR_RELAYS", relay.url()),
+    ];
+    let check = postonce(dir.path(), &set, &["auth", "nostr"], "");
+    let (o, e) = (
+        String::from_utf8_lossy(&check.stdout).into_owned(),
+        String::from_utf8_lossy(&check.stderr).into_owned(),
+    );
+    assert_eq!(check.status.code(), Some(0), "{o}\n{e}");
+    assert!(
+        o.contains("npub10elfcs4fr0l0r8af98jlmgdh9c8tcxjvz9qkw038js35mp4dma8qzvjptg"),
+        "{o}"
+    );
+    assert!(
+        e.contains("nothing stored") && !o.contains("nsec") && !e.contains("nsec"),
+        "{e}"
+    );
+
+    let bad_key = [
+        ("NOSTR_SECRET_KEY", "nsec1-not-a-key-SECRET8".to_owned()),
+        ("NOSTR_RELAYS", relay.url()),
+    ];
+    let bad_relays = [(
+        "NOSTR_RELAYS",
+        "https://relay.example, wss://ok.example".to_owned(),
+    )];
+    for (vars, var) in [
+        (&bad_key[..], "NOSTR_SECRET_KEY"),
+        (&bad_relays[..], "NOSTR_RELAYS"),
+    ] {
+        let out = postonce(
+            dir.path(),
+            vars,
+            &[
+                "post",
+                "--kind",
+                "blog",
+                "--slug",
+                "bad",
+                "--caption",
+                "x",
+                "--image",
+                &images.url("/cover.png"),
+            ],
+            "",
+        );
+        let (o, e) = texts(&out);
+        assert_eq!(out.status.code(), Some(2), "{var}: {o}\n{e}");
+        assert!(e.contains(var), "{var} named: {e}");
+    }
+}

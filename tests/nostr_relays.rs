@@ -296,3 +296,69 @@ async fn a_crash_at_every_step_then_sweeps_make_one_note() {
         );
     }
 }
+
+/// The Blossom upload against the Blossom fake (BUD-02's wire format): `201` stored, `200` the
+/// same blob again at the same URL (content-addressed: safe to repeat); `401` for a key the
+/// server does not take, `413` over its limit (both refusals naming the fix), `409` when the
+/// bytes arrived changed (transient: the upload is retried).
+#[tokio::test]
+async fn blossom_uploads_answer_as_the_protocol_says() {
+    use postonce::networks::nostr::blossom::upload;
+    use postonce::networks::{Media, PostError};
+    use support::nostr::BlossomFake;
+    let fake = BlossomFake::start().await;
+    let keys = Keys::parse(NOSTR_KEY).expect("key");
+    let http = reqwest::Client::new();
+    let media = Media {
+        bytes: bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\n not really a png, but bytes"),
+        content_type: "image/png",
+        alt: None,
+    };
+    let t = Duration::from_secs(5);
+    let first = upload(&http, &fake.uri(), &keys, &media, t)
+        .await
+        .expect("201");
+    let again = upload(&http, &fake.uri(), &keys, &media, t)
+        .await
+        .expect("200");
+    assert_eq!(first, again, "the same blob, the same URL");
+    assert!(
+        first.0["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(&fake.uri())),
+        "{first:?}"
+    );
+    assert_eq!(fake.blobs().len(), 1);
+
+    fake.set_corrupt(true);
+    let e = upload(&http, &fake.uri(), &keys, &media, t)
+        .await
+        .expect_err("409");
+    assert!(
+        matches!(e, PostError::NotSent { .. }) && e.is_transient(),
+        "{e}"
+    );
+    fake.set_corrupt(false);
+
+    fake.set_max(10);
+    let e = upload(&http, &fake.uri(), &keys, &media, t)
+        .await
+        .expect_err("413");
+    assert!(
+        matches!(e, PostError::Rejected { status: 413, .. }) && e.to_string().contains("too large"),
+        "{e}"
+    );
+    fake.set_max(1 << 20);
+
+    fake.allow_only(&["00"]);
+    let e = upload(&http, &fake.uri(), &keys, &media, t)
+        .await
+        .expect_err("401");
+    assert!(
+        matches!(e, PostError::Rejected { status: 401, .. })
+            && e.to_string().contains("NOSTR_BLOSSOM_URL"),
+        "{e}"
+    );
+    let statuses: Vec<u16> = fake.refusals().iter().map(|r| r.0).collect();
+    assert_eq!(statuses, vec![409, 413, 401]);
+}

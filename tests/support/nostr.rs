@@ -235,6 +235,12 @@ struct Blobs {
     stored: BTreeMap<String, Received>,
     uploads: u64,
     refusals: Vec<(u16, String)>,
+    /// Only these pubkeys may upload (`None`: anyone).
+    allowed: Option<Vec<String>>,
+    /// The size limit (`None`: [`BLOSSOM_MAX`]).
+    max: Option<usize>,
+    /// Hashes what it received with a byte flipped, as a transfer that changed the bytes.
+    corrupt: bool,
 }
 
 /// A Blossom server.
@@ -256,7 +262,7 @@ impl Upload {
     }
 
     /// `Authorization: Nostr <base64url event>`: a signed kind 24242, `t upload`, `x` the blob.
-    fn authorized(req: &Request, sha: &str) -> Result<(), &'static str> {
+    fn authorized(&self, req: &Request, sha: &str) -> Result<(), &'static str> {
         let header = req
             .headers
             .get("authorization")
@@ -290,6 +296,10 @@ impl Upload {
         {
             return Err("Auth event does not allow this upload");
         }
+        let allowed = self.blobs.lock().expect("lock").allowed.clone();
+        if allowed.is_some_and(|a| !a.contains(&event.pubkey)) {
+            return Err("Pubkey not allowed to upload here");
+        }
         Ok(())
     }
 }
@@ -303,13 +313,23 @@ impl Respond for Upload {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        if let Err(why) = Self::authorized(req, &claimed) {
+        if let Err(why) = self.authorized(req, &claimed) {
             return self.refuse(401, why);
         }
-        if req.body.len() > BLOSSOM_MAX {
+        let (max, corrupt) = {
+            let b = self.blobs.lock().expect("lock");
+            (b.max.unwrap_or(BLOSSOM_MAX), b.corrupt)
+        };
+        if req.body.len() > max {
             return self.refuse(413, "File too large");
         }
-        let sha = hex::encode(Sha256::digest(&req.body));
+        let mut body = req.body.clone();
+        if corrupt {
+            if let Some(b) = body.first_mut() {
+                *b ^= 1;
+            }
+        }
+        let sha = hex::encode(Sha256::digest(&body));
         if sha != claimed {
             return self.refuse(409, "Hash mismatch");
         }
@@ -371,6 +391,22 @@ impl BlossomFake {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Only `pubkeys` (hex) may upload from now on; others get 401.
+    pub fn allow_only(&self, pubkeys: &[&str]) {
+        self.blobs.lock().expect("lock").allowed =
+            Some(pubkeys.iter().map(|p| (*p).to_owned()).collect());
+    }
+
+    /// The size limit from now on (413 above it).
+    pub fn set_max(&self, bytes: usize) {
+        self.blobs.lock().expect("lock").max = Some(bytes);
+    }
+
+    /// Whether the bytes are changed on the way in (409: the hash does not match).
+    pub fn set_corrupt(&self, on: bool) {
+        self.blobs.lock().expect("lock").corrupt = on;
     }
 
     pub fn uploads(&self) -> u64 {
