@@ -356,7 +356,8 @@ impl NetworkAdapter for NostrAdapter {
         let mut errors = Vec::new();
         for (url, answer) in &answers {
             match answer {
-                Ok(Some(found)) if found == &event => holding += 1,
+                // `fetch` checked the id and the signature: it is this very event.
+                Ok(Some(_)) => holding += 1,
                 Ok(_) => {}
                 Err(e) => errors.push(format!("{url}: {e}")),
             }
