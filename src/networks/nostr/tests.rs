@@ -109,6 +109,9 @@ fn judged_by_the_number_of_relays_holding_it() {
     assert!(lost.may_exist());
     let down = a.judge(&e, &[r(Published::NotSent("a".into())), r(Published::NotSent("b".into()))]).unwrap_err();
     assert!(!down.may_exist() && down.is_transient());
-    let refused = a.judge(&e, &vec![r(Published::Refused { message: "blocked: no".into(), transient: false }); 2]).unwrap_err();
-    assert!(matches!(refused, PostError::Rejected { .. }));
+    let refused = |m: &str| a.judge(&e, &vec![r(Published::Refused { message: m.into(), transient: false }); 2]).unwrap_err();
+    assert!(matches!(refused("invalid: 1 is too old"), PostError::Rejected { .. }));
+    let key = refused("blocked: not on the list");
+    assert!(matches!(key, PostError::CredentialRefused { .. }) && key.to_string().contains("postonce auth nostr"), "{key}");
+    assert!(matches!(refused("rate-limited: slow"), PostError::RateLimited { .. }));
 }
