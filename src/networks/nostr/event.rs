@@ -139,7 +139,21 @@ impl Event {
         serde_json::to_value(self).unwrap_or_default()
     }
 
-    /// Whether the id is the hash of the event's parts and the signature is the pubkey's.
+    /// Whether the id is the hash of the event's parts (no signature check).
+    pub fn id_matches(&self) -> bool {
+        hex::encode(event_id(
+            &self.pubkey,
+            self.created_at,
+            self.kind,
+            &self.tags,
+            &self.content,
+        )) == self.id
+    }
+
+    /// Whether the id is the hash of the event's parts and the signature is the pubkey's. The
+    /// adapter itself never verifies (it compares with the event it signed, see
+    /// [`Self::id_matches`]): libsecp256k1's verification brings a table of 1 MiB into the
+    /// Lambda artifact. The tests' fake relays verify with it.
     pub fn is_valid(&self) -> bool {
         let id = event_id(&self.pubkey, self.created_at, self.kind, &self.tags, &self.content);
         if hex::encode(id) != self.id {

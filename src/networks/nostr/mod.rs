@@ -120,7 +120,8 @@ impl NostrAdapter {
             .get("event")
             .cloned()
             .and_then(|v| serde_json::from_value::<Event>(v).ok())
-            .filter(Event::is_valid)
+            // Signed by this adapter: its id must still be the hash of its parts.
+            .filter(Event::id_matches)
             .ok_or_else(|| PostError::Rejected {
                 network: NETWORK,
                 status: 0,
@@ -356,8 +357,9 @@ impl NetworkAdapter for NostrAdapter {
         let mut errors = Vec::new();
         for (url, answer) in &answers {
             match answer {
-                // `fetch` checked the id and the signature: it is this very event.
-                Ok(Some(_)) => holding += 1,
+                // `fetch` checked the id; the signature is the one this adapter made, so it is
+                // this very event (a copy with another signature is not counted).
+                Ok(Some(found)) if found.sig == event.sig => holding += 1,
                 Ok(_) => {}
                 Err(e) => errors.push(format!("{url}: {e}")),
             }

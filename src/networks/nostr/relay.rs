@@ -164,7 +164,7 @@ pub async fn publish(url: &str, event: &Event, budget: Duration) -> Published {
 }
 
 /// Reads the event `id` back from the relay at `url` within `budget`: `Ok(Some)` the event
-/// (its id and signature checked here), `Ok(None)` the relay answered `EOSE` without it.
+/// (its id checked here against its parts; the caller compares the signature with its own), `Ok(None)` the relay answered `EOSE` without it.
 ///
 /// # Errors
 /// Not reached, refused (`CLOSED`), or no `EOSE` in time.
@@ -187,7 +187,7 @@ pub async fn fetch(url: &str, id: &str, budget: Duration) -> Result<Option<Event
                         .get(2)
                         .cloned()
                         .and_then(|v| serde_json::from_value::<Event>(v).ok());
-                    if let Some(event) = event.filter(|e| e.id == id && e.is_valid()) {
+                    if let Some(event) = event.filter(|e| e.id == id && e.id_matches()) {
                         found = Some(event);
                     }
                 }
