@@ -103,8 +103,8 @@ async fn sdk_config(config: &DynamoConfig) -> aws_config::SdkConfig {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         std::thread::current().id().hash(&mut h);
         (&config.region, &config.endpoint, config.budget).hash(&mut h);
-        if let Some((id, secret)) = &config.credentials {
-            (id, secret.expose()).hash(&mut h);
+        if let Some((id, secret, token)) = &config.credentials {
+            (id, secret.expose(), token.as_ref().map(Secret::expose)).hash(&mut h);
         }
         h.finish()
     };
@@ -123,11 +123,11 @@ async fn sdk_config(config: &DynamoConfig) -> aws_config::SdkConfig {
         None if config.endpoint.is_some() => loader = loader.region(Region::new("us-east-1")),
         None => {}
     }
-    if let Some((id, secret)) = &config.credentials {
+    if let Some((id, secret, token)) = &config.credentials {
         loader = loader.credentials_provider(Credentials::new(
             id,
             secret.expose(),
-            None,
+            token.as_ref().map(|t| t.expose().to_owned()),
             None,
             "postonce-env",
         ));
@@ -410,5 +410,40 @@ impl RecordStore for DynamoStore {
 
     async fn check(&self) -> Result<String, StoreError> {
         table::check(self).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use aws_sdk_dynamodb::config::ProvideCredentials;
+
+    use super::*;
+    use crate::vars::Vars;
+
+    /// Lambda's temporary credentials come as three variables: the session token travels with
+    /// the key, or every signature is refused.
+    #[tokio::test]
+    async fn lambdas_session_token_signs_with_the_key() {
+        let env: HashMap<&str, &str> = [
+            ("AWS_ACCESS_KEY_ID", "ASIAEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "secret-SECRET1"),
+            ("AWS_SESSION_TOKEN", "token-SECRET2"),
+            ("AWS_REGION", "eu-west-1"),
+        ]
+        .into();
+        let get = |k: &str| env.get(k).map(|v| (*v).to_owned());
+        let config = DynamoConfig::load(Vars::new(&get)).expect("config");
+        let shared = sdk_config(&config).await;
+        let creds = shared
+            .credentials_provider()
+            .expect("a provider")
+            .provide_credentials()
+            .await
+            .expect("credentials");
+        assert_eq!(creds.access_key_id(), "ASIAEXAMPLE");
+        assert_eq!(creds.session_token(), Some("token-SECRET2"));
+        assert!(!format!("{config:?}").contains("SECRET"), "{config:?}");
     }
 }
