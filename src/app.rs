@@ -143,8 +143,8 @@ impl App {
                 },
                 |l| Ok(l.images.clone()),
             )?;
-            let lane =
-                new_lane(&config, network, adapter.clone(), &stores, images)?.hosting(self.covers.clone());
+            let lane = new_lane(&config, network, adapter.clone(), &stores, images)?
+                .hosting(self.covers.clone());
             lanes.insert(network, Arc::new(lane));
             adapters.insert(network, adapter);
         }

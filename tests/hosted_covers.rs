@@ -83,10 +83,7 @@ impl SelfHosted {
     fn vars(&self) -> Vec<(&'static str, String)> {
         vec![
             ("POSTONCE_PUBLIC_URL", self.public.clone()),
-            (
-                "POSTONCE_COVERS_DIR",
-                self.dir.path().display().to_string(),
-            ),
+            ("POSTONCE_COVERS_DIR", self.dir.path().display().to_string()),
         ]
     }
 }
@@ -135,7 +132,10 @@ async fn fetched<D: Dialect>(fake: &MetaFake<D>) -> Vec<support::meta::Container
 
 /// The one container's image URL and what the fake fetched from it; checks that the file name
 /// is the SHA-256 of those very bytes, with the extension of their format.
-async fn one_hosted<D: Dialect>(fake: &MetaFake<D>, prefix: &str) -> (String, support::received::Received) {
+async fn one_hosted<D: Dialect>(
+    fake: &MetaFake<D>,
+    prefix: &str,
+) -> (String, support::received::Received) {
     let containers = fetched(fake).await;
     assert_eq!(containers.len(), 1, "{containers:?}");
     let c = &containers[0];
@@ -190,7 +190,9 @@ async fn self_hosted_a_cover_too_wide_for_threads_reaches_it_as_a_rendition() {
     let prefix = format!("{}/covers/", host.public);
     // 2000 px wide: over Threads' 1440. Behind a URL this time.
     let wide = smooth_png(2000, 1000);
-    env.images.serve("/wide.png", wide.clone(), "image/png").await;
+    env.images
+        .serve("/wide.png", wide.clone(), "image/png")
+        .await;
     let key = env.key();
     let o = post_to(&env, &key, &env.images.url("/wide.png"), Network::Threads).await;
     println!("a cover too wide for Threads, self-hosted: {o:?}");
@@ -256,7 +258,10 @@ async fn a_replay_stages_the_same_hosted_url() {
     let settled = env
         .app
         .pipeline
-        .run(env.request_to(&key, None, &[Network::Threads]), env.deadline())
+        .run(
+            env.request_to(&key, None, &[Network::Threads]),
+            env.deadline(),
+        )
         .await;
     assert_eq!(
         target(&settled, Network::Threads).outcome,
@@ -266,10 +271,17 @@ async fn a_replay_stages_the_same_hosted_url() {
     let o = env
         .app
         .pipeline
-        .run(env.request_to(&key, None, &[Network::Threads]), env.deadline())
+        .run(
+            env.request_to(&key, None, &[Network::Threads]),
+            env.deadline(),
+        )
         .await;
     println!("the retry after an expired container: {o:?}");
-    assert_eq!(target(&o, Network::Threads).outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(
+        target(&o, Network::Threads).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
     let containers = fetched(t).await;
     assert_eq!(containers.len(), 2, "{containers:?}");
     assert_eq!(
@@ -390,10 +402,18 @@ async fn in_s3_a_local_cover_and_a_rendition_reach_threads_and_instagram_by_pres
     let key = env.key();
     let o = post_to(&env, &key, &file.display().to_string(), Network::Threads).await;
     println!("a local cover to Threads, in S3: {o:?}");
-    assert_eq!(target(&o, Network::Threads).outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(
+        target(&o, Network::Threads).outcome,
+        OutcomeKind::Posted,
+        "{o:?}"
+    );
     let (url, got) = one_hosted(env.threads(), &prefix).await;
     assert_eq!(got.sha256, sha256(&original), "byte for byte");
-    for part in ["X-Amz-Algorithm=AWS4-HMAC-SHA256", "X-Amz-Expires=3600", "X-Amz-Signature="] {
+    for part in [
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256",
+        "X-Amz-Expires=3600",
+        "X-Amz-Signature=",
+    ] {
         assert!(url.contains(part), "{part} in {url}");
     }
 
@@ -404,7 +424,10 @@ async fn in_s3_a_local_cover_and_a_rendition_reach_threads_and_instagram_by_pres
     println!("a local PNG to Instagram, in S3: {o:?}");
     let ig = target(&o, Network::Instagram);
     assert_eq!(ig.outcome, OutcomeKind::Posted, "{o:?}");
-    assert_eq!(ig.image.as_ref().map(|i| i.kind.as_str()), Some("rendition"));
+    assert_eq!(
+        ig.image.as_ref().map(|i| i.kind.as_str()),
+        Some("rendition")
+    );
     let (_, got) = one_hosted(env.instagram(), &prefix).await;
     assert_eq!(got.format, Some("image/jpeg"));
 }
@@ -443,7 +466,10 @@ async fn the_bucket_checks_the_signatures() {
         .await
         .expect_err("a wrong secret is refused");
     println!("signed with a wrong secret: {refused}");
-    assert!(refused.to_string().contains("SignatureDoesNotMatch"), "{refused}");
+    assert!(
+        refused.to_string().contains("SignatureDoesNotMatch"),
+        "{refused}"
+    );
     assert!(!refused.to_string().contains("not-the-secret"), "{refused}");
     // The presigned URL's signature is botocore's for the same request at the same instant.
     let date = url
@@ -456,5 +482,58 @@ async fn the_bucket_checks_the_signatures() {
         .nth(1)
         .and_then(|r| r.split('&').next())
         .expect("X-Amz-Signature");
-    assert_eq!(ours, moto.botocore_signature(&format!("covers/{name}"), date));
+    assert_eq!(
+        ours,
+        moto.botocore_signature(&format!("covers/{name}"), date)
+    );
+}
+
+/// `postonce preview` with covers hosted: a local PNG for Instagram is shown as the JPEG
+/// rendition it would fetch from the host (not refused), and nothing is hosted by a preview.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
+    let _serial = SERIAL.lock().await;
+    let covers = tempfile::tempdir().expect("covers dir");
+    let hosting = vec![
+        ("POSTONCE_PUBLIC_URL", "https://postonce.example.com".to_owned()),
+        ("POSTONCE_COVERS_DIR", covers.path().display().to_string()),
+    ];
+    let env = env_for(Network::Instagram, &hosting).await;
+    let file = local_cover(&smooth_png(1000, 800), "png");
+    let key = env.key();
+    let mut content = env.announcement(&key);
+    content.image = file.display().to_string();
+    let mut req = env.request_to(&key, Some(content), &[Network::Instagram]);
+    req.publish_at = Some(postonce::record::now_s() + 86_400);
+    let stored = env.app.pipeline.run(req, env.deadline()).await;
+    assert_eq!(stored.outcome, OutcomeKind::Scheduled, "{stored:?}");
+
+    let out = tempfile::tempdir().expect("out");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
+        .args(["preview", "--kind", key.kind(), "--slug", key.slug(), "--json", "--out"])
+        .arg(out.path().join("p"))
+        .current_dir(out.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(&env.vars)
+        .output()
+        .expect("run postonce preview");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let ig = v["targets"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["network"] == "instagram"))
+        .cloned()
+        .expect("instagram in the preview");
+    println!("preview, Instagram with covers hosted: {ig}");
+    assert!(ig["image_refused"].is_null(), "{ig}");
+    assert_eq!(ig["image"]["kind"], "rendition", "{ig}");
+    assert_eq!(ig["image"]["format"], "image/jpeg", "{ig}");
+    assert!(ig.to_string().contains("hosted by `postonce serve`"), "{ig}");
+    assert_eq!(
+        std::fs::read_dir(covers.path()).map_or(0, Iterator::count),
+        0,
+        "a preview hosts nothing"
+    );
 }

@@ -152,7 +152,10 @@ fn bucket_config(vars: Vars<'_>, bucket: String) -> Result<BucketConfig, ConfigE
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     {
-        return Err(bad("AWS_REGION", format!("{region:?} is not a region name")));
+        return Err(bad(
+            "AWS_REGION",
+            format!("{region:?} is not a region name"),
+        ));
     }
     let credentials = match (
         vars.get("AWS_ACCESS_KEY_ID"),

@@ -229,12 +229,12 @@ impl CoverHost for S3Host {
             .await
             .map_err(|e| format!("{e}; {fix}"))?;
         let url = self.presign(key).await.map_err(|e| e.to_string())?;
-        let got = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| format!("the presigned URL could not be fetched ({}); {fix}", e.without_url()))?;
+        let got = self.http.get(&url).send().await.map_err(|e| {
+            format!(
+                "the presigned URL could not be fetched ({}); {fix}",
+                e.without_url()
+            )
+        })?;
         if !got.status().is_success() {
             return Err(format!(
                 "the presigned URL answered {}; {fix}",

@@ -125,7 +125,14 @@ impl Lane {
             }
             Err(Gave::Budget(b)) => {
                 return self
-                    .fail(key, dl, format!("hosting the cover: {b}"), true, attempts, None)
+                    .fail(
+                        key,
+                        dl,
+                        format!("hosting the cover: {b}"),
+                        true,
+                        attempts,
+                        None,
+                    )
                     .await
             }
         };

@@ -19,11 +19,11 @@ pub async fn answer(
 ) -> Option<Response<Full<Bytes>>> {
     let name = path.strip_prefix("/covers/")?;
     if !matches!(method, "GET" | "HEAD") {
-        return Some(plain(405, "only GET and HEAD are allowed on /covers/").map(|mut r| {
-            r.headers_mut()
-                .insert("allow", hyper::header::HeaderValue::from_static("GET, HEAD"));
-            r
-        })?);
+        let mut refused = plain(405, "only GET and HEAD are allowed on /covers/")?;
+        refused
+            .headers_mut()
+            .insert("allow", hyper::header::HeaderValue::from_static("GET, HEAD"));
+        return Some(refused);
     }
     let CoverHosting::Folder { dir, .. } = hosting else {
         return plain(404, "not found");

@@ -272,8 +272,9 @@ fn text_refusal(
         .or_else(|| caps.tags.refusal(plain, n.label()))
 }
 
-/// `JPEG, PNG or WebP; at most 1000000 bytes; …`.
-fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
+/// `JPEG, PNG or WebP; at most 1000000 bytes; …`. `fetched_from`: where a network that
+/// fetches the image itself gets it (`None` for the others).
+fn describe_limits(l: &ImageLimits, fetched_from: Option<&str>) -> String {
     let mut parts = vec![l.formats.describe()];
     if l.max_bytes > 0 {
         parts.push(format!("at most {} bytes", l.max_bytes));
@@ -296,8 +297,8 @@ fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
     if let (Some((a, b)), Some((c, d))) = (l.min_aspect, l.max_aspect) {
         parts.push(format!("width:height from {a}:{b} to {c}:{d}"));
     }
-    if fetches_image {
-        parts.push("fetched by the network from the draft's URL".into());
+    if let Some(from) = fetched_from {
+        parts.push(format!("fetched by the network from {from}"));
     }
     parts.join("; ")
 }
@@ -367,7 +368,10 @@ pub async fn preview(
             .iter()
             .find(|o| o.source == content.image)
             .map(|o| o.image.clone());
-        let cover = if caps.fetches_image && content.image.starts_with('/') {
+        // A network that fetches the image itself gets the hosted bytes when covers are
+        // hosted (a rendition too), else the draft's own URL: the original or nothing.
+        let hosted = caps.fetches_image && lane.covers.is_some();
+        let cover = if caps.fetches_image && !hosted && content.image.starts_with('/') {
             let on = n.label();
             Err(format!(
                 "{on} fetches the image itself from its public URL, and this draft's cover is a local file, so it cannot go to {on}: give the draft an https image URL"
@@ -375,14 +379,16 @@ pub async fn preview(
         } else {
             match original {
                 // The same call, with the same limits, as the run's cover phase.
-                Some(Ok(image)) => crate::image::cover(image, caps.images, !caps.fetches_image)
-                    .await
-                    .map_err(|e| match e {
-                        ImageError::Refused(why) => {
-                            ImageError::Refused(format!("for {}: {why}", n.label())).to_string()
-                        }
-                        other => other.to_string(),
-                    }),
+                Some(Ok(image)) => {
+                    crate::image::cover(image, caps.images, !caps.fetches_image || hosted)
+                        .await
+                        .map_err(|e| match e {
+                            ImageError::Refused(why) => {
+                                ImageError::Refused(format!("for {}: {why}", n.label())).to_string()
+                            }
+                            other => other.to_string(),
+                        })
+                }
                 Some(Err(why)) => Err(why),
                 None => Err("the cover image was not read".into()),
             }
@@ -411,7 +417,15 @@ pub async fn preview(
             text_refused,
             dry_run: adapter.is_dry_run(),
             already_posted,
-            limits: describe_limits(&caps.images, caps.fetches_image),
+            limits: describe_limits(
+                &caps.images,
+                caps.fetches_image
+                    .then(|| match &lane.covers {
+                        Some(host) => format!("the cover {}", host.describe()),
+                        None => "the draft's URL".to_owned(),
+                    })
+                    .as_deref(),
+            ),
             cover,
         });
     }
