@@ -495,7 +495,10 @@ async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
     let _serial = SERIAL.lock().await;
     let covers = tempfile::tempdir().expect("covers dir");
     let hosting = vec![
-        ("POSTONCE_PUBLIC_URL", "https://postonce.example.com".to_owned()),
+        (
+            "POSTONCE_PUBLIC_URL",
+            "https://postonce.example.com".to_owned(),
+        ),
         ("POSTONCE_COVERS_DIR", covers.path().display().to_string()),
     ];
     let env = env_for(Network::Instagram, &hosting).await;
@@ -510,7 +513,15 @@ async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
 
     let out = tempfile::tempdir().expect("out");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_postonce"))
-        .args(["preview", "--kind", key.kind(), "--slug", key.slug(), "--json", "--out"])
+        .args([
+            "preview",
+            "--kind",
+            key.kind(),
+            "--slug",
+            key.slug(),
+            "--json",
+            "--out",
+        ])
         .arg(out.path().join("p"))
         .current_dir(out.path())
         .env_clear()
@@ -519,7 +530,12 @@ async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
         .output()
         .expect("run postonce preview");
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let ig = v["targets"]
         .as_array()
@@ -530,7 +546,10 @@ async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
     assert!(ig["image_refused"].is_null(), "{ig}");
     assert_eq!(ig["image"]["kind"], "rendition", "{ig}");
     assert_eq!(ig["image"]["format"], "image/jpeg", "{ig}");
-    assert!(ig.to_string().contains("hosted by `postonce serve`"), "{ig}");
+    assert!(
+        ig.to_string().contains("hosted by `postonce serve`"),
+        "{ig}"
+    );
     assert_eq!(
         std::fs::read_dir(covers.path()).map_or(0, Iterator::count),
         0,

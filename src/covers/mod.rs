@@ -156,7 +156,7 @@ mod tests {
             format!("{hex}.JPG"),
             format!("{hex}.jpg.png"),
             format!("../{hex}.jpg"),
-            format!("{hex}"),
+            hex.clone(),
             format!("{}.png", "g".repeat(64)),
             String::new(),
             "..".into(),

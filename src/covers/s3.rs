@@ -173,12 +173,10 @@ impl S3Host {
         for (name, value) in instructions.headers() {
             req = req.header(name, value);
         }
-        let answer = req.send().await.map_err(|e| {
-            unavailable(format!(
-                "S3 could not be reached ({})",
-                e.without_url().to_string()
-            ))
-        })?;
+        let answer = req
+            .send()
+            .await
+            .map_err(|e| unavailable(format!("S3 could not be reached ({})", e.without_url())))?;
         let status = answer.status();
         if status.is_success() {
             return Ok(());

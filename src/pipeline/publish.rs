@@ -87,10 +87,15 @@ impl Lane {
         if let Some(why) = fault_for("before-cover", key).await {
             return (failed(key, true, why), Finish::Release);
         }
-        // The cover (fetched, checked, and rendered for this network where its limits need it)
-        // and the part of the upload that needs no image (an upload's initialization) do not
-        // depend on each other: both go out at once.
-        let cover = self.cover(dl, &content.image);
+        // The cover (fetched, checked, and rendered for this network where its limits need it;
+        // hosted, for a network that fetches it itself, when covers are: before any intent, so
+        // a host that fails posts nothing) and the part of the upload that needs no image (an
+        // upload's initialization) do not depend on each other: both go out at once.
+        let cover = async {
+            let cover = self.cover(dl, &content.image).await?;
+            let from = self.fetched_from(dl, &cover, &content.image).await?;
+            Ok::<_, Gave<ImageError>>((cover, from))
+        };
         let begin = self.with_retries(
             dl,
             self.budget,
@@ -99,7 +104,7 @@ impl Lane {
             rate_limit_wait,
         );
         let (cover, begun) = tokio::join!(cover, begin);
-        let cover = match cover {
+        let (cover, fetched_from) = match cover {
             Ok(cover) => cover,
             Err(Gave::Error(e)) => {
                 let retryable = e.is_transient();
@@ -110,29 +115,6 @@ impl Lane {
             Err(Gave::Budget(b)) => {
                 return self
                     .fail(key, dl, format!("cover image: {b}"), true, attempts, None)
-                    .await
-            }
-        };
-        // Where a network that fetches the image itself gets it: the hosted bytes just checked,
-        // or the draft's own URL. Before any intent: a host that fails posts nothing.
-        let fetched_from = match self.fetched_from(dl, &cover, &content.image).await {
-            Ok(url) => url,
-            Err(Gave::Error(e)) => {
-                let retryable = e.is_transient();
-                return self
-                    .fail(key, dl, e.to_string(), retryable, attempts, None)
-                    .await;
-            }
-            Err(Gave::Budget(b)) => {
-                return self
-                    .fail(
-                        key,
-                        dl,
-                        format!("hosting the cover: {b}"),
-                        true,
-                        attempts,
-                        None,
-                    )
                     .await
             }
         };

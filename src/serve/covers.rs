@@ -20,9 +20,10 @@ pub async fn answer(
     let name = path.strip_prefix("/covers/")?;
     if !matches!(method, "GET" | "HEAD") {
         let mut refused = plain(405, "only GET and HEAD are allowed on /covers/")?;
-        refused
-            .headers_mut()
-            .insert("allow", hyper::header::HeaderValue::from_static("GET, HEAD"));
+        refused.headers_mut().insert(
+            "allow",
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
         return Some(refused);
     }
     let CoverHosting::Folder { dir, .. } = hosting else {
