@@ -556,3 +556,30 @@ async fn preview_shows_a_hosted_rendition_for_instagram_and_hosts_nothing() {
         "a preview hosts nothing"
     );
 }
+
+/// A dry run hosts nothing (it names the URL the cover would have) and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_hosts_nothing() {
+    let _serial = SERIAL.lock().await;
+    let covers = tempfile::tempdir().expect("covers dir");
+    let hosting = vec![
+        ("POSTONCE_PUBLIC_URL", "https://postonce.example.com".to_owned()),
+        ("POSTONCE_COVERS_DIR", covers.path().display().to_string()),
+        ("THREADS_ACCESS_TOKEN", String::new()),
+    ];
+    let env = env_for(Network::Threads, &hosting).await;
+    let file = local_cover(&smooth_png(2000, 1000), "png");
+    let key = env.key();
+    let o = post_to(&env, &key, &file.display().to_string(), Network::Threads).await;
+    println!("a dry run to Threads with covers hosted: {o:?}");
+    let th = target(&o, Network::Threads);
+    assert!(th.dry_run, "{o:?}");
+    assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
+    assert_eq!(th.image.as_ref().map(|i| i.kind.as_str()), Some("rendition"));
+    assert_eq!(env.threads().requests(), 0, "nothing sent");
+    assert_eq!(
+        std::fs::read_dir(covers.path()).map_or(0, Iterator::count),
+        0,
+        "a dry run hosts nothing"
+    );
+}
