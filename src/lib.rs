@@ -12,6 +12,7 @@
 //! that store ([`stores`]).
 
 pub mod app;
+pub mod aws_http;
 pub mod budget;
 pub mod claim;
 #[cfg(feature = "cli")]

@@ -63,11 +63,13 @@ pub async fn resolve_these(
     if wanted.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(
-        TimeoutConfig::builder()
-            .operation_timeout(Duration::from_secs(8))
-            .build(),
-    );
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(crate::aws_http::client())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(8))
+                .build(),
+        );
     if let Some(region) = vars.get("AWS_REGION") {
         loader = loader.region(Region::new(region));
     }

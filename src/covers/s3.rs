@@ -75,8 +75,11 @@ impl S3Host {
         let chain = self
             .chain
             .get_or_init(|| async {
+                // The SDK's providers (the container's, IMDS, SSO) on the process's one TLS
+                // stack ([`crate::aws_http`]).
                 let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
                     .region(aws_config::Region::new(self.config.region.clone()))
+                    .http_client(crate::aws_http::client())
                     .load()
                     .await;
                 shared.credentials_provider()

@@ -466,6 +466,7 @@ impl Env {
         aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::Config::builder()
                 .behavior_version(BehaviorVersion::latest())
+                .http_client(postonce::aws_http::client())
                 .region(Region::new("us-east-1"))
                 .endpoint_url(self.vars["AWS_ENDPOINT_URL_DYNAMODB"].clone())
                 .credentials_provider(Credentials::new("test", "test", None, None, "test"))

@@ -25,6 +25,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 
@@ -80,6 +81,11 @@ impl Bare {
             .set_number_of_retries(1);
         let redis = ConnectionManager::new_with_config(client, config).await?;
         let shared = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(
+                aws_smithy_http_client::Builder::new()
+                    .tls_provider(Provider::Rustls(CryptoMode::Ring))
+                    .build_https(),
+            )
             .region(Region::new(
                 std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
             ))

@@ -95,7 +95,8 @@ impl DynamoStore {
     /// `config` is the stores' configuration, or the whole [`crate::config::Config`].
     pub async fn connect(config: &impl AsRef<StoreConfig>, table: &str, dry_run: bool) -> Self {
         let config = &config.as_ref().dynamodb;
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).http_client(crate::aws_http::client());
         match &config.region {
             Some(r) => loader = loader.region(Region::new(r.clone())),
             None if config.endpoint.is_some() => loader = loader.region(Region::new("us-east-1")),
