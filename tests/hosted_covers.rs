@@ -563,7 +563,10 @@ async fn a_dry_run_hosts_nothing() {
     let _serial = SERIAL.lock().await;
     let covers = tempfile::tempdir().expect("covers dir");
     let hosting = vec![
-        ("POSTONCE_PUBLIC_URL", "https://postonce.example.com".to_owned()),
+        (
+            "POSTONCE_PUBLIC_URL",
+            "https://postonce.example.com".to_owned(),
+        ),
         ("POSTONCE_COVERS_DIR", covers.path().display().to_string()),
         ("THREADS_ACCESS_TOKEN", String::new()),
     ];
@@ -575,7 +578,10 @@ async fn a_dry_run_hosts_nothing() {
     let th = target(&o, Network::Threads);
     assert!(th.dry_run, "{o:?}");
     assert_eq!(th.outcome, OutcomeKind::Posted, "{o:?}");
-    assert_eq!(th.image.as_ref().map(|i| i.kind.as_str()), Some("rendition"));
+    assert_eq!(
+        th.image.as_ref().map(|i| i.kind.as_str()),
+        Some("rendition")
+    );
     assert_eq!(env.threads().requests(), 0, "nothing sent");
     assert_eq!(
         std::fs::read_dir(covers.path()).map_or(0, Iterator::count),
