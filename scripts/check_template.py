@@ -4,7 +4,8 @@
 Usage: python3 scripts/check_template.py [--template FILE] [SOURCE.rs ...]
 
 SOURCE files are the Rust files that name the configuration variables; by default
-src/config/mod.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables), the config.rs
+src/config/mod.rs (required), src/secrets.rs (the core's <NAME>_PARAM variables),
+src/covers/config.rs (where covers are hosted), the config.rs
 of every network the registry in src/networks/mod.rs lists (its variables and <NAME>_PARAM
 names), and the store registry src/stores/mod.rs with each store's src/stores/<backend>/config.rs. The allowed variable names are the string literals of the form "[A-Z][A-Z0-9_]+" in
 them.
@@ -161,7 +162,7 @@ STORE_CALLS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", default=os.path.join(ROOT, "infra", "template.yaml"))
-    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config/mod.rs, src/secrets.rs, each network's and each store's config.rs)")
+    parser.add_argument("sources", nargs="*", help="Rust files naming the variables (default src/config/mod.rs, src/secrets.rs, src/covers/config.rs, each network's and each store's config.rs)")
     args = parser.parse_args()
 
     sources = args.sources
@@ -176,6 +177,9 @@ def main():
         secrets_rs = os.path.join(ROOT, "src", "secrets.rs")
         if os.path.isfile(secrets_rs):
             sources.append(secrets_rs)
+        covers_rs = os.path.join(ROOT, "src", "covers", "config.rs")
+        if os.path.isfile(covers_rs):
+            sources.append(covers_rs)
         for folder in network_folders():
             sources.append(os.path.join(ROOT, "src", "networks", folder, "config.rs"))
         # Each store reads its own variables in its folder (src/stores/<backend>/config.rs).

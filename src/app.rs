@@ -31,6 +31,9 @@ pub struct App {
     pub shared: stores::Shared,
     /// The shared HTTP client (every network, Telegram).
     pub http: reqwest::Client,
+    /// Where covers are hosted for the networks that fetch them ([`crate::covers`]); `None`:
+    /// not hosted. For the lanes, preview and doctor.
+    pub covers: Option<Arc<dyn crate::covers::CoverHost>>,
 }
 
 /// The client used for every network and Telegram: rustls, no redirects (a redirect would carry the
@@ -83,10 +86,12 @@ impl App {
             config.image_hosts.clone(),
             config.local_covers.clone(),
         )?);
+        let covers = crate::covers::build(&config.covers, &http)?;
         let mut lanes = BTreeMap::new();
         for (network, adapter) in &adapters {
             let stores = built.stores(adapter.is_dry_run()).await?;
-            let lane = new_lane(&config, *network, adapter.clone(), &stores, images.clone())?;
+            let lane = new_lane(&config, *network, adapter.clone(), &stores, images.clone())?
+                .hosting(covers.clone());
             lanes.insert(*network, Arc::new(lane));
         }
         let (pipeline, first_stores) = assemble(&config, lanes, notifier, &built)?;
@@ -98,6 +103,7 @@ impl App {
             stores: first_stores,
             shared: db,
             http,
+            covers,
         })
     }
 
@@ -137,7 +143,8 @@ impl App {
                 },
                 |l| Ok(l.images.clone()),
             )?;
-            let lane = new_lane(&config, network, adapter.clone(), &stores, images)?;
+            let lane = new_lane(&config, network, adapter.clone(), &stores, images)?
+                .hosting(self.covers.clone());
             lanes.insert(network, Arc::new(lane));
             adapters.insert(network, adapter);
         }
@@ -151,6 +158,7 @@ impl App {
             stores: first_stores,
             shared: self.shared.clone(),
             http: self.http.clone(),
+            covers: self.covers.clone(),
         })
     }
 }
@@ -251,6 +259,7 @@ fn new_lane(
         claims: stores.claims.clone(),
         records: stores.records.clone(),
         images,
+        covers: None,
         settings: Settings::from_config(config),
         budget,
         missing: if dry { own.missing() } else { Vec::new() },

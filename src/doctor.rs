@@ -72,6 +72,9 @@ pub async fn doctor(app: &App) -> Vec<Check> {
     }
     checks.push(check("Telegram", telegram(app).await));
     checks.push(check("credentials", credentials(app).await));
+    if let Some(covers) = covers(app).await {
+        checks.push(check("covers", covers));
+    }
     checks.push(Check {
         name: "image hosts",
         ok: true,
@@ -88,6 +91,35 @@ pub async fn doctor(app: &App) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// Where the covers of the networks that fetch them are hosted: the host's own check (the
+/// folder writable, the bucket taking and answering an object). `None` when no target fetches
+/// its cover and none is hosted.
+async fn covers(app: &App) -> Option<Result<String, String>> {
+    let fetching: Vec<&str> = app
+        .config
+        .targets
+        .iter()
+        .filter(|n| {
+            app.adapters
+                .get(n)
+                .is_some_and(|a| a.capabilities().fetches_image)
+        })
+        .map(|n| n.label())
+        .collect();
+    match &app.covers {
+        Some(host) => Some(
+            bounded(host.check())
+                .await
+                .unwrap_or_else(|| Err(format!("the cover host did not answer within {CHECK_TIMEOUT:?}"))),
+        ),
+        None if fetching.is_empty() => None,
+        None => Some(Ok(format!(
+            "not hosted: {} fetch the draft's own URL, so a local cover or a rendition cannot go to them (set POSTONCE_PUBLIC_URL with `postonce serve` running there, or POSTONCE_COVERS_BUCKET in AWS)",
+            fetching.join(" and ")
+        ))),
+    }
 }
 
 /// Each target's credential: where it comes from, the account, the expiry, whether postonce

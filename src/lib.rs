@@ -18,6 +18,7 @@ pub mod claim;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+pub mod covers;
 pub mod credentials;
 pub mod doctor;
 pub mod image;

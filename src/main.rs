@@ -62,6 +62,12 @@ async fn lambda_main() -> i32 {
         tracing::error!("configuration: {why}");
         return 2;
     }
+    // Nothing answers `/covers/` in Lambda (only `serve` does): a file written there could never
+    // be fetched.
+    if let postonce::covers::CoverHosting::Folder { .. } = config.covers {
+        tracing::error!("configuration: POSTONCE_PUBLIC_URL: covers are answered by `postonce serve`, which does not run in Lambda; use POSTONCE_COVERS_BUCKET (the template sets it)");
+        return 2;
+    }
     let app = match postonce::app::App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => {

@@ -360,3 +360,52 @@ async fn doctor_checks_mastodon_and_bluesky_and_reads_the_instance_limits() {
         }
     }
 }
+
+/// Discord's doctor line: the bot and the channel found with one read each; with
+/// `DISCORD_CROSSPOST=1` the channel must be an announcement channel, and a forum is refused,
+/// each naming the variable to change. Instagram's and the Page's lines pass against their
+/// fakes. Nothing is posted anywhere.
+#[tokio::test]
+async fn doctor_checks_discord_channel_kinds_and_the_meta_targets() {
+    use postonce::networks::Network;
+    let env = Env::with_networks(
+        Stores::Local,
+        &[],
+        &[Network::Discord, Network::Instagram, Network::Facebook],
+    )
+    .await;
+    let c = doctor(&env.app).await;
+    let discord = line(&c, "Discord");
+    assert!(discord.ok, "{c:?}");
+    assert!(discord.detail.contains("can see the channel"), "{discord}");
+    assert!(!discord.detail.contains("followers"), "{discord}");
+    assert!(line(&c, "Instagram").ok, "{c:?}");
+    assert!(line(&c, "Facebook Page").ok, "{c:?}");
+
+    // The channel as Discord describes it (read once per process): text, announcement, forum.
+    for (kind, ok, says) in [
+        (0, false, "not an announcement channel"),
+        (5, true, "published to its followers"),
+        (15, false, "forum"),
+    ] {
+        let crossposting = Env::with_networks(
+            Stores::Local,
+            &[("DISCORD_CROSSPOST", "1")],
+            &[Network::Discord],
+        )
+        .await;
+        crossposting.discord().set_channel_type(kind);
+        let d = line(&doctor(&crossposting.app).await, "Discord").clone();
+        assert_eq!(d.ok, ok, "{d}");
+        assert!(d.detail.contains(says), "{d}");
+        let var = if kind == 15 {
+            "DISCORD_CHANNEL_ID"
+        } else {
+            "DISCORD_CROSSPOST"
+        };
+        assert!(ok || d.detail.contains(var), "{d}");
+        assert_eq!(crossposting.discord().messages_posted(), 0);
+    }
+    assert_eq!(env.discord().messages_posted(), 0);
+    assert_eq!(env.facebook().totals().1, 0);
+}

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::covers::CoverHosting;
 use crate::image::{LocalCovers, OriginPolicy};
 use crate::networks::{self, Configs, Network, Shared};
 use crate::stores::StoreConfig;
@@ -61,6 +62,9 @@ pub struct Config {
     /// Every network's own configuration (its folder read it), in the registry's order.
     pub networks: Configs,
     pub image_hosts: OriginPolicy,
+    /// Where covers are hosted for the networks that fetch them (`POSTONCE_PUBLIC_URL`,
+    /// `POSTONCE_COVERS_BUCKET`): [`crate::covers`].
+    pub covers: CoverHosting,
     /// Why the stored credentials could not be read at start, if they could not: the
     /// commands that post refuse to start (a network whose credential is stored would
     /// otherwise run as a dry run).
@@ -208,6 +212,8 @@ impl Config {
             Some(list) => OriginPolicy::parse(&list).map_err(|e| bad("POSTONCE_IMAGE_HOSTS", e))?,
         };
 
+        let covers = CoverHosting::load(vars, &stores.local.data_dir)?;
+
         let mcp_image_dirs = get("POSTONCE_MCP_IMAGE_DIRS");
         if let Some(list) = &mcp_image_dirs {
             LocalCovers::dir_entries(list).map_err(|e| bad("POSTONCE_MCP_IMAGE_DIRS", e))?;
@@ -269,6 +275,7 @@ impl Config {
             targets,
             networks,
             image_hosts,
+            covers,
             mcp_image_dirs,
             credentials_unreadable: None,
             mcp_covers: LocalCovers::none(),

@@ -252,6 +252,9 @@ pub struct Lane {
     pub claims: Arc<dyn ClaimStore>,
     pub records: Arc<dyn RecordStore>,
     pub images: Arc<ImageFetcher>,
+    /// Where covers are hosted for a network that fetches the image itself (`None`: not
+    /// hosted; such a network gets the draft's own URL, the original or nothing).
+    pub covers: Option<Arc<dyn crate::covers::CoverHost>>,
     pub settings: Settings,
     /// The budget of one call to this network.
     pub budget: Duration,

@@ -65,9 +65,12 @@ impl Lane {
         }
 
         // A network that fetches the image itself from its public URL cannot take a local file
-        // (the CLI's drafts: an absolute path, as the image module reads them): refused before
-        // any request, for this target only.
-        if self.adapter.capabilities().fetches_image && content.image.starts_with('/') {
+        // (the CLI's drafts: an absolute path, as the image module reads them) unless covers
+        // are hosted: refused before any request, for this target only.
+        if self.adapter.capabilities().fetches_image
+            && self.covers.is_none()
+            && content.image.starts_with('/')
+        {
             let on = self.network.label();
             let why = format!(
                 "{on} fetches the image itself from its public URL, and this draft's cover is a local file, so it cannot go to {on}: give the draft an https image URL"
@@ -84,10 +87,15 @@ impl Lane {
         if let Some(why) = fault_for("before-cover", key).await {
             return (failed(key, true, why), Finish::Release);
         }
-        // The cover (fetched, checked, and rendered for this network where its limits need it)
-        // and the part of the upload that needs no image (an upload's initialization) do not
-        // depend on each other: both go out at once.
-        let cover = self.cover(dl, &content.image);
+        // The cover (fetched, checked, and rendered for this network where its limits need it;
+        // hosted, for a network that fetches it itself, when covers are: before any intent, so
+        // a host that fails posts nothing) and the part of the upload that needs no image (an
+        // upload's initialization) do not depend on each other: both go out at once.
+        let cover = async {
+            let cover = self.cover(dl, &content.image).await?;
+            let from = self.fetched_from(dl, &cover, &content.image).await?;
+            Ok::<_, Gave<ImageError>>((cover, from))
+        };
         let begin = self.with_retries(
             dl,
             self.budget,
@@ -96,7 +104,7 @@ impl Lane {
             rate_limit_wait,
         );
         let (cover, begun) = tokio::join!(cover, begin);
-        let cover = match cover {
+        let (cover, fetched_from) = match cover {
             Ok(cover) => cover,
             Err(Gave::Error(e)) => {
                 let retryable = e.is_transient();
@@ -129,7 +137,15 @@ impl Lane {
         tracing::info!(image = %cover.sent().describe(), "the cover this network gets");
         let (mut outcome, finish) = self
             .send(
-                req, dl, content, attempts, progress, takes, &media, begun, &text,
+                req,
+                dl,
+                content,
+                attempts,
+                progress,
+                takes,
+                (&media, &fetched_from),
+                begun,
+                &text,
             )
             .await;
         outcome.image = Some(cover.sent());
@@ -146,12 +162,12 @@ impl Lane {
         attempts: u32,
         progress: &Progress,
         takes: Takes<'_>,
-        media: &Media,
+        (media, fetched_from): (&Media, &str),
         begun: Mutex<Option<MediaRef>>,
         text: &str,
     ) -> (Outcome, Finish) {
         let (uploaded, post) = match self
-            .upload_and_stage(req, dl, content, attempts, media, begun, text)
+            .upload_and_stage(req, dl, fetched_from, attempts, media, begun, text)
             .await
         {
             Ok(staged) => staged,
@@ -204,13 +220,14 @@ impl Lane {
     }
 
     /// The cover uploaded (the first try uses the upload begun while the image was fetched)
-    /// and the post prepared and staged: everything the intent keeps.
+    /// and the post prepared and staged (`fetched_from`: where a network that fetches the
+    /// image itself gets it): everything the intent keeps.
     #[allow(clippy::too_many_arguments)]
     async fn upload_and_stage(
         &self,
         req: &PostRequest,
         dl: &Deadline,
-        content: &DraftContent,
+        fetched_from: &str,
         attempts: u32,
         media: &Media,
         begun: Mutex<Option<MediaRef>>,
@@ -253,7 +270,7 @@ impl Lane {
             .with_retries(
                 dl,
                 self.budget,
-                || self.adapter.stage(&post, &content.image),
+                || self.adapter.stage(&post, fetched_from),
                 PostError::is_transient,
                 rate_limit_wait,
             )

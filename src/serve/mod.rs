@@ -10,6 +10,7 @@
 //! them once a minute, refreshes those due, and posts with the new one once another process
 //! stored it.
 
+pub mod covers;
 pub mod reload;
 
 use std::convert::Infallible;
@@ -39,6 +40,9 @@ async fn respond(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
+    if let Some(cover) = covers::answer(&router.app.config.covers, &method, &path).await {
+        return Ok(cover);
+    }
     // Header names from hyper are already lower case (`HeaderName` normalises them).
     let headers = req
         .headers()
@@ -127,7 +131,15 @@ pub fn grace_period(function_timeout: Duration) -> Duration {
 pub async fn serve(router: Arc<Router>, addr: SocketAddr) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    eprintln!("postonce listening on http://{local} (POST /ci, POST /telegram, GET /healthz)");
+    let routes = if matches!(
+        router.app.config.covers,
+        crate::covers::CoverHosting::Folder { .. }
+    ) {
+        "POST /ci, POST /telegram, GET /healthz, GET /covers/<sha256>.<ext>"
+    } else {
+        "POST /ci, POST /telegram, GET /healthz"
+    };
+    eprintln!("postonce listening on http://{local} ({routes})");
     tracing::info!(%local, "listening");
     let current = reload::Current::new(router);
     let (stop_reload, stopped_reload) = tokio::sync::watch::channel(false);

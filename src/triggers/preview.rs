@@ -272,8 +272,9 @@ fn text_refusal(
         .or_else(|| caps.tags.refusal(plain, n.label()))
 }
 
-/// `JPEG, PNG or WebP; at most 1000000 bytes; …`.
-fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
+/// `JPEG, PNG or WebP; at most 1000000 bytes; …`. `fetched_from`: where a network that
+/// fetches the image itself gets it (`None` for the others).
+fn describe_limits(l: &ImageLimits, fetched_from: Option<&str>) -> String {
     let mut parts = vec![l.formats.describe()];
     if l.max_bytes > 0 {
         parts.push(format!("at most {} bytes", l.max_bytes));
@@ -296,10 +297,53 @@ fn describe_limits(l: &ImageLimits, fetches_image: bool) -> String {
     if let (Some((a, b)), Some((c, d))) = (l.min_aspect, l.max_aspect) {
         parts.push(format!("width:height from {a}:{b} to {c}:{d}"));
     }
-    if fetches_image {
-        parts.push("fetched by the network from the draft's URL".into());
+    if let Some(from) = fetched_from {
+        parts.push(format!("fetched by the network from {from}"));
     }
     parts.join("; ")
+}
+
+/// Where `lane`'s network fetches its cover from, for a network that fetches it itself.
+fn fetched_from(lane: &crate::pipeline::Lane) -> Option<String> {
+    lane.adapter
+        .capabilities()
+        .fetches_image
+        .then(|| match &lane.covers {
+            Some(host) => format!("the cover {}", host.describe()),
+            None => "the draft's URL".to_owned(),
+        })
+}
+
+/// What `lane`'s network `n` gets of `original` (the image at `source`), by the same call, with
+/// the same limits, as the run's cover phase: a network that fetches the image itself gets the
+/// hosted bytes when covers are hosted (a rendition too), else the draft's own URL (the
+/// original or nothing; never a local file).
+async fn cover_for(
+    lane: &crate::pipeline::Lane,
+    n: Network,
+    source: &str,
+    original: Option<Result<Image, String>>,
+) -> Result<Cover, String> {
+    let caps = lane.adapter.capabilities();
+    let hosted = caps.fetches_image && lane.covers.is_some();
+    if caps.fetches_image && !hosted && source.starts_with('/') {
+        let on = n.label();
+        return Err(format!(
+            "{on} fetches the image itself from its public URL, and this draft's cover is a local file, so it cannot go to {on}: give the draft an https image URL"
+        ));
+    }
+    match original {
+        Some(Ok(image)) => crate::image::cover(image, caps.images, !caps.fetches_image || hosted)
+            .await
+            .map_err(|e| match e {
+                ImageError::Refused(why) => {
+                    ImageError::Refused(format!("for {}: {why}", n.label())).to_string()
+                }
+                other => other.to_string(),
+            }),
+        Some(Err(why)) => Err(why),
+        None => Err("the cover image was not read".into()),
+    }
 }
 
 /// The preview of `parsed`: the draft it carries, or the one stored for its key. Reads the
@@ -367,26 +411,7 @@ pub async fn preview(
             .iter()
             .find(|o| o.source == content.image)
             .map(|o| o.image.clone());
-        let cover = if caps.fetches_image && content.image.starts_with('/') {
-            let on = n.label();
-            Err(format!(
-                "{on} fetches the image itself from its public URL, and this draft's cover is a local file, so it cannot go to {on}: give the draft an https image URL"
-            ))
-        } else {
-            match original {
-                // The same call, with the same limits, as the run's cover phase.
-                Some(Ok(image)) => crate::image::cover(image, caps.images, !caps.fetches_image)
-                    .await
-                    .map_err(|e| match e {
-                        ImageError::Refused(why) => {
-                            ImageError::Refused(format!("for {}: {why}", n.label())).to_string()
-                        }
-                        other => other.to_string(),
-                    }),
-                Some(Err(why)) => Err(why),
-                None => Err("the cover image was not read".into()),
-            }
-        };
+        let cover = cover_for(lane, n, &content.image, original).await;
 
         let already_posted = stored
             .targets
@@ -411,7 +436,7 @@ pub async fn preview(
             text_refused,
             dry_run: adapter.is_dry_run(),
             already_posted,
-            limits: describe_limits(&caps.images, caps.fetches_image),
+            limits: describe_limits(&caps.images, fetched_from(lane).as_deref()),
             cover,
         });
     }

@@ -188,6 +188,16 @@ impl Env {
         Self::build_env(stores, overrides, &Network::ALL).await
     }
 
+    /// LinkedIn and `networks`, each through its fake as the constructors above wire them, all
+    /// of them as `POSTONCE_TARGETS`. `overrides` are applied last.
+    pub async fn with_networks(
+        stores: Stores,
+        overrides: &[(&str, &str)],
+        networks: &[Network],
+    ) -> Self {
+        Self::build_env(stores, overrides, networks).await
+    }
+
     async fn build_env(stores: Stores, overrides: &[(&str, &str)], fakes: &[Network]) -> Self {
         capture_logs();
         let linkedin = LinkedInFake::start(LI_TOKEN).await;

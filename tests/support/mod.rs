@@ -14,6 +14,7 @@ pub mod instagram;
 pub mod linkedin;
 pub mod mastodon;
 pub mod meta;
+pub mod moto;
 pub mod nostr;
 pub mod nostr_relay;
 pub mod oauth;

@@ -20,7 +20,12 @@ impl ServeProcess {
     /// 30 s for `GET /healthz`. `stderr_piped`: keep what it prints for the test to read (a few
     /// lines, far below a pipe's capacity, so the child never blocks on it).
     pub async fn start(vars: &HashMap<String, String>, stderr_piped: bool) -> Self {
-        let port = free_port();
+        Self::start_on(free_port(), vars, stderr_piped).await
+    }
+
+    /// [`Self::start`] on `port` (a test that must name the address before it starts, as
+    /// `POSTONCE_PUBLIC_URL` does).
+    pub async fn start_on(port: u16, vars: &HashMap<String, String>, stderr_piped: bool) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_postonce"))
             .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
             .env_clear()

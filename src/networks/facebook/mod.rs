@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use crate::image::{Format, Formats};
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::networks::graph::wire::{comparable, Op};
-use crate::networks::graph::Dialect;
+use crate::networks::graph::Voice;
 use crate::networks::http::{Answer, Redactor, Transport};
 use crate::networks::show::dry_id;
 use crate::networks::{
@@ -62,37 +62,18 @@ const TOKEN_PLACEHOLDER: &str = "<FACEBOOK_PAGE_TOKEN>";
 /// What a dry run without `FACEBOOK_PAGE_ID` shows for the Page.
 const PAGE_PLACEHOLDER: &str = "FACEBOOK_PAGE_ID";
 
-/// The words the shared Graph classifier uses for the Page. Facebook publishes no container:
-/// only the fields the classifier reads (names, variables, the fix for a refused token, the
-/// read scope) are the Page's; the container fields are unused.
-pub static DIALECT: Dialect = Dialect {
+/// How the shared Graph classifier speaks of the Page: its name, variables and fixes (the Page
+/// publishes no container, so it has no [`crate::networks::graph::Dialect`]).
+pub static VOICE: Voice = Voice {
     network: Network::Facebook,
     name: "Facebook",
-    version: API_VERSION,
-    token_var: config::TOKEN_VAR,
-    token_placeholder: TOKEN_PLACEHOLDER,
     renew: "run `postonce auth facebook` again for a new Page token (one derived from a long-lived user token does not expire, but dies on a password change, the loss of the Page role or the app's removal), or set FACEBOOK_PAGE_TOKEN to a Page token with pages_manage_posts, pages_read_engagement and pages_show_list",
-    timeout_var: config::TIMEOUT_VAR,
     user_var: config::PAGE_VAR,
     api_var: config::API_VAR,
     default_api_url: DEFAULT_API_URL,
-    container_path: "photos",
-    publish_path: "photos",
-    quota_path: "",
-    container_fixed: &[],
-    text_field: "message",
-    status_fields: "",
-    status_key: "",
-    error_key: "",
     default_quota: 0,
-    quota_before_publish: false,
     image_rule: "a JPEG or PNG of less than 4 MB",
-    newest_first: true,
     read_scope: "pages_read_engagement",
-    dry_permalink: |_, id| post_url(id),
-    check_account: |_, _| None,
-    capabilities,
-    text_len: |t| t.chars().count(),
 };
 
 /// A post's public URL from its id (`<page id>_<post id>`, or a photo's id).
@@ -196,10 +177,10 @@ impl FacebookAdapter {
                 .transport
                 .send_showing(req, shown)
                 .await
-                .map_err(|e| crate::networks::http::transport(DIALECT.name, e))?;
-            let a = Answer::read(DIALECT.name, resp).await?;
+                .map_err(|e| crate::networks::http::transport(VOICE.name, e))?;
+            let a = Answer::read(VOICE.name, resp).await?;
             if a.is_success() {
-                return a.json(DIALECT.name);
+                return a.json(VOICE.name);
             }
             Err(wire::classify(op, a.status, &a.headers, &a.body))
         }
@@ -294,7 +275,7 @@ impl FacebookAdapter {
         let why = match self.find_text(message, 0).await {
             Ok(Some(existing)) => {
                 return PostError::AlreadyExists {
-                    network: DIALECT.name,
+                    network: VOICE.name,
                     existing,
                 }
             }
@@ -302,7 +283,7 @@ impl FacebookAdapter {
             Err(e) => format!("reading the Page's posts failed: {e}"),
         };
         PostError::InDoubt {
-            network: DIALECT.name,
+            network: VOICE.name,
             message: format!("Facebook refused the post as a duplicate without naming one, and {why}"),
         }
     }

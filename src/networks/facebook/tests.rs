@@ -38,3 +38,14 @@ fn listed_posts_and_created() {
     let c = wire::created(&json!({"id": "9", "post_id": "1_2"}));
     assert_eq!(c.url.as_deref(), Some("https://www.facebook.com/1_2"));
 }
+
+/// The Page publishes without a Graph publishing quota: a rate-limited publish says only that
+/// (the shared classifier speaks of a quota for the networks that have one).
+#[test]
+fn a_rate_limited_publish_names_no_quota() {
+    let body = json!({"error": {"message": "Application request limit reached", "type": "OAuthException", "code": 4, "fbtrace_id": "T"}});
+    let e = classify(Op::Publish, 400, &HeaderMap::new(), &body.to_string());
+    let PostError::RateLimited { message, .. } = e else { panic!("{e:?}") };
+    assert!(message.starts_with("the rate limit is used up"), "{message}");
+    assert!(!message.contains("posts per 24 h"), "{message}");
+}

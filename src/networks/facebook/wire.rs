@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::DIALECT;
+use super::VOICE;
 use crate::networks::graph::wire::{self as graph, comparable, GraphError, Op};
 use crate::networks::http;
 use crate::networks::{Created, Media, MediaRef, PostError, PreparedPost};
@@ -23,7 +23,7 @@ pub const TEMPORARILY_BLOCKED: i64 = 368;
 pub const MAX_PHOTO_BYTES: u64 = 4_000_000;
 
 pub(super) fn refusal(message: &str) -> PostError {
-    graph::local_refusal(&DIALECT, message.to_owned())
+    graph::local_refusal(&VOICE, message.to_owned())
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -103,7 +103,7 @@ pub fn created(v: &Value) -> Created {
 /// (190 → the token refused).
 pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let g = GraphError::parse(body).unwrap_or_default();
-    let name = DIALECT.name;
+    let name = VOICE.name;
     if g.code == Some(DUPLICATE_POST) || g.error_subcode == Some(PHOTOS_ALREADY_POSTED) {
         tracing::warn!(network = name, "Facebook refused a duplicate: {}", g.describe());
         return PostError::AlreadyExists {
@@ -133,7 +133,7 @@ pub fn classify(op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostErr
             ),
         };
     }
-    graph::classify(&DIALECT, op, status, headers, body)
+    graph::classify(&VOICE, op, status, headers, body)
 }
 
 /// One of the Page's published posts (`fields=id,message,created_time,permalink_url`).

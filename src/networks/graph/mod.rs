@@ -62,25 +62,40 @@ use crate::networks::{
 };
 use crate::vars::Secret;
 
-/// What one network's Graph API calls things: everything of the container primitive that is
-/// not the same for Threads and Instagram.
-pub struct Dialect {
+/// How the Graph answers' classifier ([`wire::classify`]) speaks of one network: its name, the
+/// variables it names and the fixes it gives. Every network on the Graph API has one (the
+/// Facebook Page too, which stages no container).
+pub struct Voice {
     pub network: Network,
     /// How [`PostError`]s name it (its label).
     pub name: &'static str,
+    /// What the owner is told to do when the token is refused.
+    pub renew: &'static str,
+    /// The account's variable (`THREADS_USER_ID`), and the API base's with its default.
+    pub user_var: &'static str,
+    pub api_var: &'static str,
+    pub default_api_url: &'static str,
+    /// The publishing quota when the quota read names none; 0: the network publishes without
+    /// one (the Page), and a rate-limit answer says only that.
+    pub default_quota: u64,
+    /// The images it takes, for people.
+    pub image_rule: &'static str,
+    /// The scope a read of the account's posts needs.
+    pub read_scope: &'static str,
+}
+
+/// What one network's Graph API calls things: everything of the container primitive that is
+/// not the same for Threads and Instagram, and its [`Voice`] (reached through it, as
+/// `dialect.name`).
+pub struct Dialect {
+    pub voice: Voice,
     /// The API version in every path (`v1.0`, `v25.0`).
     pub version: &'static str,
     /// The token's variable, and what stands for it in dry runs and redacted messages.
     pub token_var: &'static str,
     pub token_placeholder: &'static str,
-    /// What the owner is told to do when the token is refused.
-    pub renew: &'static str,
     /// The budget's variable (`POSTONCE_THREADS_TIMEOUT_MS`).
     pub timeout_var: &'static str,
-    /// The account's variable (`THREADS_USER_ID`), and the API base's with its default.
-    pub user_var: &'static str,
-    pub api_var: &'static str,
-    pub default_api_url: &'static str,
     /// `POST /{user}/<container>` makes a container; `GET` on it lists the account's posts.
     pub container_path: &'static str,
     /// `POST /{user}/<publish>` publishes one.
@@ -96,24 +111,26 @@ pub struct Dialect {
     pub status_fields: &'static str,
     pub status_key: &'static str,
     pub error_key: &'static str,
-    /// The publishing quota when the quota read names none.
-    pub default_quota: u64,
     /// Whether the publishing quota is read before every publish (and a used-up quota
     /// refuses it, nothing sent).
     pub quota_before_publish: bool,
-    /// The images it takes, for people.
-    pub image_rule: &'static str,
     /// Whether the account's posts are listed newest first (documented for Threads,
     /// unconfirmed for Instagram).
     pub newest_first: bool,
-    /// The scope a read of the account's posts needs.
-    pub read_scope: &'static str,
     /// A post's permalink as the dry run shows it.
     pub dry_permalink: fn(user: &str, id: &str) -> String,
     /// What is wrong with the account (`me` or an id) for this API base, if anything.
     pub check_account: fn(user: &str, api_url: &str) -> Option<String>,
     pub capabilities: fn() -> Capabilities,
     pub text_len: fn(&str) -> usize,
+}
+
+impl std::ops::Deref for Dialect {
+    type Target = Voice;
+
+    fn deref(&self) -> &Voice {
+        &self.voice
+    }
 }
 
 /// A network whose posts go through a Graph media container: its [`Dialect`].

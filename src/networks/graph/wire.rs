@@ -1,13 +1,13 @@
 //! The Graph wire format Threads and Instagram share: the container's status, the Graph API's
 //! error body and what each answer means for the post ([`classify`]), the account's list of
 //! posts, Meta's timestamps. Each network's words (its name, its variables, its fix for a
-//! refused token) come from its [`Dialect`].
+//! refused token) come from its [`Voice`].
 
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Dialect;
+use super::{Dialect, Voice};
 use crate::networks::http::{self, Answer};
 use crate::networks::PostError;
 
@@ -138,7 +138,7 @@ pub const PARAMETER_CODE: i64 = 100;
 pub const SERVER_CODES: [i64; 2] = [1, 2];
 
 /// Turns a non-2xx answer into a [`PostError`] whose message names the fix.
-pub fn classify(d: &Dialect, op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
+pub fn classify(d: &Voice, op: Op, status: u16, headers: &HeaderMap, body: &str) -> PostError {
     let graph = GraphError::parse(body);
     let detail = graph.as_ref().map_or_else(
         || {
@@ -162,7 +162,7 @@ pub fn classify(d: &Dialect, op: Op, status: u16, headers: &HeaderMap, body: &st
         );
     }
     if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
-        let what = if op == Op::Publish {
+        let what = if op == Op::Publish && d.default_quota > 0 {
             format!(
                 "the rate limit or the publishing quota ({} posts per 24 h) is used up",
                 d.default_quota
@@ -223,7 +223,7 @@ pub fn classify(d: &Dialect, op: Op, status: u16, headers: &HeaderMap, body: &st
 }
 
 /// A refusal made here, before anything was sent.
-pub fn local_refusal(d: &Dialect, message: String) -> PostError {
+pub fn local_refusal(d: &Voice, message: String) -> PostError {
     PostError::Rejected {
         network: d.name,
         status: 0,
@@ -232,12 +232,12 @@ pub fn local_refusal(d: &Dialect, message: String) -> PostError {
 }
 
 /// A failure below HTTP ([`http::transport`]), as the network's.
-pub fn transport(d: &Dialect, e: reqwest::Error) -> PostError {
+pub fn transport(d: &Voice, e: reqwest::Error) -> PostError {
     http::transport(d.name, e)
 }
 
 /// A 2xx answer's JSON, or the answer described as a [`PostError`].
-pub async fn answer(d: &Dialect, resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
+pub async fn answer(d: &Voice, resp: reqwest::Response, op: Op) -> Result<Value, PostError> {
     let a = Answer::read(d.name, resp).await?;
     if a.is_success() {
         return a.json(d.name);

@@ -20,7 +20,7 @@ use crate::image::{Format, Formats};
 use crate::networks::capabilities::{
     Counting, Idempotency, ImageLimits, Links, TagLimits, TextLimit,
 };
-use crate::networks::graph::{self, Dialect, GraphAdapter, Meta};
+use crate::networks::graph::{self, Dialect, GraphAdapter, Meta, Voice};
 use crate::networks::{Capabilities, MediaRef, Network, PreparedPost};
 
 pub use crate::networks::graph::creation_id;
@@ -37,16 +37,21 @@ pub const DEFAULT_QUOTA: u64 = 50;
 
 /// Instagram's words for the container primitive.
 pub static DIALECT: Dialect = Dialect {
-    network: Network::Instagram,
-    name: "Instagram",
+    voice: Voice {
+        network: Network::Instagram,
+        name: "Instagram",
+        renew: "create a new long-lived Instagram user access token (Instagram API with Instagram Login, scopes instagram_business_basic, instagram_business_content_publish; it lasts 60 days) and set INSTAGRAM_ACCESS_TOKEN",
+        user_var: config::USER_VAR,
+        api_var: config::API_VAR,
+        default_api_url: DEFAULT_API_URL,
+        default_quota: DEFAULT_QUOTA,
+        image_rule: "a JPEG of at most 8 MB, 320 to 1440 pixels wide, width:height from 4:5 to 1.91:1",
+        read_scope: "instagram_business_basic",
+    },
     version: API_VERSION,
     token_var: config::TOKEN_VAR,
     token_placeholder: "<INSTAGRAM_ACCESS_TOKEN>",
-    renew: "create a new long-lived Instagram user access token (Instagram API with Instagram Login, scopes instagram_business_basic, instagram_business_content_publish; it lasts 60 days) and set INSTAGRAM_ACCESS_TOKEN",
     timeout_var: config::TIMEOUT_VAR,
-    user_var: config::USER_VAR,
-    api_var: config::API_VAR,
-    default_api_url: DEFAULT_API_URL,
     container_path: "media",
     publish_path: "media_publish",
     quota_path: "content_publishing_limit",
@@ -55,12 +60,9 @@ pub static DIALECT: Dialect = Dialect {
     status_fields: "status_code,status",
     status_key: "status_code",
     error_key: "status",
-    default_quota: DEFAULT_QUOTA,
     quota_before_publish: true,
-    image_rule: "a JPEG of at most 8 MB, 320 to 1440 pixels wide, width:height from 4:5 to 1.91:1",
     // The order of the account's media is unconfirmed: every page is read.
     newest_first: false,
-    read_scope: "instagram_business_basic",
     dry_permalink: |_, id| format!("https://www.instagram.com/p/{id}/"),
     check_account,
     capabilities,

@@ -15,7 +15,7 @@ pub mod text;
 
 use crate::image::{Format, Formats};
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
-use crate::networks::graph::{self, Dialect, GraphAdapter, Meta};
+use crate::networks::graph::{self, Dialect, GraphAdapter, Meta, Voice};
 use crate::networks::{Capabilities, MediaRef, Network, PreparedPost};
 
 pub use crate::networks::graph::creation_id;
@@ -32,16 +32,21 @@ pub const DEFAULT_BUDGET: std::time::Duration = graph::DEFAULT_BUDGET;
 
 /// Threads' words for the container primitive.
 pub static DIALECT: Dialect = Dialect {
-    network: Network::Threads,
-    name: "Threads",
+    voice: Voice {
+        network: Network::Threads,
+        name: "Threads",
+        renew: "create a new long-lived Threads user access token (scopes threads_basic, threads_content_publish; it lasts 60 days) and set THREADS_ACCESS_TOKEN",
+        user_var: config::USER_VAR,
+        api_var: config::API_VAR,
+        default_api_url: DEFAULT_API_URL,
+        default_quota: 250,
+        image_rule: "a JPEG or PNG of at most 8 MB",
+        read_scope: "threads_basic",
+    },
     version: API_VERSION,
     token_var: config::TOKEN_VAR,
     token_placeholder: "<THREADS_ACCESS_TOKEN>",
-    renew: "create a new long-lived Threads user access token (scopes threads_basic, threads_content_publish; it lasts 60 days) and set THREADS_ACCESS_TOKEN",
     timeout_var: config::TIMEOUT_VAR,
-    user_var: config::USER_VAR,
-    api_var: config::API_VAR,
-    default_api_url: DEFAULT_API_URL,
     container_path: "threads",
     publish_path: "threads_publish",
     quota_path: "threads_publishing_limit",
@@ -50,12 +55,9 @@ pub static DIALECT: Dialect = Dialect {
     status_fields: "status,error_message",
     status_key: "status",
     error_key: "error_message",
-    default_quota: 250,
     // Threads enforces its quota at the publish itself (a rate-limit answer).
     quota_before_publish: false,
-    image_rule: "a JPEG or PNG of at most 8 MB",
     newest_first: true,
-    read_scope: "threads_basic",
     dry_permalink: |user, id| format!("https://www.threads.com/@{user}/post/{id}"),
     check_account: |_, _| None,
     capabilities,

@@ -12,8 +12,10 @@ pub struct DynamoConfig {
     pub table: Option<String>,
     pub region: Option<String>,
     pub endpoint: Option<String>,
-    /// Static AWS credentials when both key variables are given (local servers, tests).
-    pub credentials: Option<(String, Secret)>,
+    /// Static AWS credentials when both key variables are given: the access key id, the secret
+    /// and the session token, which Lambda's temporary credentials carry (`AWS_SESSION_TOKEN`)
+    /// and without which their signature is refused.
+    pub credentials: Option<(String, Secret, Option<Secret>)>,
     pub budget: Duration,
 }
 
@@ -37,7 +39,11 @@ impl DynamoConfig {
             vars.get("AWS_ACCESS_KEY_ID"),
             vars.get("AWS_SECRET_ACCESS_KEY"),
         ) {
-            (Some(id), Some(secret)) => Some((id, Secret::new(secret))),
+            (Some(id), Some(secret)) => Some((
+                id,
+                Secret::new(secret),
+                vars.get("AWS_SESSION_TOKEN").map(Secret::new),
+            )),
             _ => None,
         };
         Ok(Self {

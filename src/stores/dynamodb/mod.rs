@@ -25,8 +25,9 @@ mod table;
 mod update;
 mod writes;
 
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,6 +41,7 @@ use aws_sdk_dynamodb::error::{BoxError, DisplayErrorContext};
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 use aws_sdk_dynamodb::Client;
 
+use self::config::DynamoConfig;
 use self::items::{draft_from_item, get_n, get_s, n, pk, record_from_item, s, Item};
 use super::StoreConfig;
 use crate::key::PostKey;
@@ -89,38 +91,70 @@ fn sdk_err(what: &str, e: impl std::error::Error) -> StoreError {
     StoreError(format!("DynamoDB {what}: {}", DisplayErrorContext(e)))
 }
 
+/// The AWS SDK's configuration for `config`, loaded once per thread and settings: a start's
+/// read of the stored credentials and the run's stores (a dry run's too) then share one HTTPS
+/// client and its connections, so a start opens one connection to DynamoDB, not one per store
+/// (issue 34: the cold start). Per thread, because the client's connections belong to the
+/// runtime they were opened on: a thread belongs to one runtime for its life (a start runs on
+/// its main thread), and a store opened elsewhere only misses the cache.
+async fn sdk_config(config: &DynamoConfig) -> aws_config::SdkConfig {
+    static LOADED: Mutex<Vec<(u64, aws_config::SdkConfig)>> = Mutex::new(Vec::new());
+    let settings = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::thread::current().id().hash(&mut h);
+        (&config.region, &config.endpoint, config.budget).hash(&mut h);
+        if let Some((id, secret, token)) = &config.credentials {
+            (id, secret.expose(), token.as_ref().map(Secret::expose)).hash(&mut h);
+        }
+        h.finish()
+    };
+    let known = LOADED.lock().ok().and_then(|l| {
+        l.iter()
+            .find(|(k, _)| *k == settings)
+            .map(|(_, c)| c.clone())
+    });
+    if let Some(shared) = known {
+        return shared;
+    }
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).http_client(crate::aws_http::client());
+    match &config.region {
+        Some(r) => loader = loader.region(Region::new(r.clone())),
+        None if config.endpoint.is_some() => loader = loader.region(Region::new("us-east-1")),
+        None => {}
+    }
+    if let Some((id, secret, token)) = &config.credentials {
+        loader = loader.credentials_provider(Credentials::new(
+            id,
+            secret.expose(),
+            token.as_ref().map(|t| t.expose().to_owned()),
+            None,
+            "postonce-env",
+        ));
+    }
+    let budget = config.budget;
+    loader = loader
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(budget.min(Duration::from_secs(3)))
+                .operation_attempt_timeout(budget)
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(3));
+    let shared = loader.load().await;
+    if let Ok(mut l) = LOADED.lock() {
+        l.push((settings, shared.clone()));
+    }
+    shared
+}
+
 impl DynamoStore {
     /// Builds the client once per process from `config` (region, endpoint, static credentials
     /// when given, the SDK's chain otherwise), with the DynamoDB budget as the attempt timeout.
     /// `config` is the stores' configuration, or the whole [`crate::config::Config`].
     pub async fn connect(config: &impl AsRef<StoreConfig>, table: &str, dry_run: bool) -> Self {
         let config = &config.as_ref().dynamodb;
-        let mut loader =
-            aws_config::defaults(BehaviorVersion::latest()).http_client(crate::aws_http::client());
-        match &config.region {
-            Some(r) => loader = loader.region(Region::new(r.clone())),
-            None if config.endpoint.is_some() => loader = loader.region(Region::new("us-east-1")),
-            None => {}
-        }
-        if let Some((id, secret)) = &config.credentials {
-            loader = loader.credentials_provider(Credentials::new(
-                id,
-                secret.expose(),
-                None,
-                None,
-                "postonce-env",
-            ));
-        }
-        let budget = config.budget;
-        loader = loader
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(budget.min(Duration::from_secs(3)))
-                    .operation_attempt_timeout(budget)
-                    .build(),
-            )
-            .retry_config(RetryConfig::standard().with_max_attempts(3));
-        let shared = loader.load().await;
+        let shared = sdk_config(config).await;
         let requests = Arc::new(AtomicU64::new(0));
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&shared)
             .interceptor(CountRequests(requests.clone()));
@@ -376,5 +410,40 @@ impl RecordStore for DynamoStore {
 
     async fn check(&self) -> Result<String, StoreError> {
         table::check(self).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use aws_sdk_dynamodb::config::ProvideCredentials;
+
+    use super::*;
+    use crate::vars::Vars;
+
+    /// Lambda's temporary credentials come as three variables: the session token travels with
+    /// the key, or every signature is refused.
+    #[tokio::test]
+    async fn lambdas_session_token_signs_with_the_key() {
+        let env: HashMap<&str, &str> = [
+            ("AWS_ACCESS_KEY_ID", "ASIAEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "secret-SECRET1"),
+            ("AWS_SESSION_TOKEN", "token-SECRET2"),
+            ("AWS_REGION", "eu-west-1"),
+        ]
+        .into();
+        let get = |k: &str| env.get(k).map(|v| (*v).to_owned());
+        let config = DynamoConfig::load(Vars::new(&get)).expect("config");
+        let shared = sdk_config(&config).await;
+        let creds = shared
+            .credentials_provider()
+            .expect("a provider")
+            .provide_credentials()
+            .await
+            .expect("credentials");
+        assert_eq!(creds.access_key_id(), "ASIAEXAMPLE");
+        assert_eq!(creds.session_token(), Some("token-SECRET2"));
+        assert!(!format!("{config:?}").contains("SECRET"), "{config:?}");
     }
 }
