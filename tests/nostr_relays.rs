@@ -40,20 +40,23 @@ fn author() -> String {
 
 /// Nostr alone, on `relays`, needing `min` of them; budgets 1.5 s, quiet period 2 s.
 async fn env_on(relays: &[String], min: usize) -> Env {
+    env_with(relays, min, &[]).await
+}
+
+/// [`env_on`] with `more` variables.
+async fn env_with(relays: &[String], min: usize, more: &[(&str, &str)]) -> Env {
     let relays = relays.join(",");
     let min = min.to_string();
-    Env::with(
-        Stores::Real,
-        &[
-            ("POSTONCE_TARGETS", "nostr"),
-            ("NOSTR_SECRET_KEY", NOSTR_KEY),
-            ("NOSTR_RELAYS", &relays),
-            ("NOSTR_MIN_RELAYS", &min),
-            ("POSTONCE_NOSTR_TIMEOUT_MS", "1500"),
-            ("POSTONCE_RECONCILE_AFTER_S", "2"),
-        ],
-    )
-    .await
+    let mut vars = vec![
+        ("POSTONCE_TARGETS", "nostr"),
+        ("NOSTR_SECRET_KEY", NOSTR_KEY),
+        ("NOSTR_RELAYS", relays.as_str()),
+        ("NOSTR_MIN_RELAYS", min.as_str()),
+        ("POSTONCE_NOSTR_TIMEOUT_MS", "1500"),
+        ("POSTONCE_RECONCILE_AFTER_S", "2"),
+    ];
+    vars.extend_from_slice(more);
+    Env::with(Stores::Real, &vars).await
 }
 
 fn caption(key: &PostKey) -> String {
@@ -125,6 +128,45 @@ async fn posted_once_on_two_real_relays_with_its_tags() {
         "figures: two relays, min 2 → posted, 1 event on each ({})",
         on_a[0]
     );
+}
+
+/// A note links its cover for good, so with covers hosted (`POSTONCE_PUBLIC_URL`, for the
+/// networks that fetch a cover once) Nostr without a media server still references the draft's
+/// own URL, never a hosted copy, which expires within a day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_note_links_the_drafts_own_cover_when_covers_are_hosted() {
+    let _t = TURN.lock().await;
+    let relay = RealRelay::start();
+    let covers = tempfile::tempdir().expect("covers dir");
+    let dir = covers.path().to_str().expect("utf-8").to_owned();
+    let env = env_with(
+        &[relay.url()],
+        1,
+        &[
+            ("POSTONCE_PUBLIC_URL", "http://127.0.0.1:9/"),
+            ("POSTONCE_COVERS_DIR", &dir),
+        ],
+    )
+    .await;
+    let key = env.key();
+    let first = env.post(&key, &caption(&key)).await;
+    assert_eq!(kind(&first), OutcomeKind::Posted, "{first:?}");
+    let note = notes(&relay.url(), &author())
+        .await
+        .into_iter()
+        .find(|e| {
+            e["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(key.slug()))
+        })
+        .expect("the note");
+    let text = note.to_string();
+    assert!(
+        text.contains("/cover.png") && !text.contains("/covers/"),
+        "{text}"
+    );
+    let hosted = std::fs::read_dir(covers.path()).map_or(0, Iterator::count);
+    assert_eq!(hosted, 0, "nothing hosted for a note");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

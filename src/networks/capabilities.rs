@@ -139,6 +139,10 @@ pub struct Capabilities {
     /// The network fetches the image itself from its public URL (Threads): a local file
     /// cannot go to it, and no rendition can reach it.
     pub fetches_image: bool,
+    /// The post refers to the image by its URL for good (Nostr without a media server): the
+    /// draft's own URL goes in it, never a hosted copy, which expires
+    /// ([`crate::covers`]: a day at most).
+    pub links_image: bool,
     /// The create carries the image's bytes and is replayed (Discord's attachment): a
     /// replay of the kept request needs the same image again, fetched anew.
     pub create_carries_image: bool,

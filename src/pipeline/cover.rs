@@ -12,10 +12,12 @@ use crate::covers::CoverName;
 use crate::image::Cover;
 
 impl Lane {
-    /// This lane with covers hosted by `covers` (for a network that fetches the image itself).
+    /// This lane with covers hosted by `covers` (for a network that fetches the image itself
+    /// once, when it posts). A network whose post links the image for good keeps the draft's
+    /// own URL: a hosted copy expires.
     #[must_use]
     pub fn hosting(mut self, covers: Option<Arc<dyn crate::covers::CoverHost>>) -> Self {
-        self.covers = covers;
+        self.covers = covers.filter(|_| !self.adapter.capabilities().links_image);
         self
     }
 

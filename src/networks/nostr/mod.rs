@@ -230,6 +230,7 @@ fn capabilities(blossom: bool) -> Capabilities {
             ..ImageLimits::default()
         },
         fetches_image: !blossom,
+        links_image: !blossom,
         ..Capabilities::default()
     }
 }
