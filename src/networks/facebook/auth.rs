@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::config::{parse_page_id, PAGE_VAR, TOKEN_VAR};
+use super::page::{parse_page_id, PAGE_VAR, TOKEN_VAR};
 use super::{API_VERSION, DEFAULT_API_URL};
 use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};
 use crate::networks::oauth::{call, query, text};

@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use super::page::{parse_page_id, PAGE_VAR, TOKEN_VAR};
 use super::{FacebookAdapter, DEFAULT_API_URL};
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Secret, Vars};
 
-pub const TOKEN_VAR: &str = "FACEBOOK_PAGE_TOKEN";
-pub const PAGE_VAR: &str = "FACEBOOK_PAGE_ID";
 pub const API_VAR: &str = "FACEBOOK_API_URL";
 pub const TIMEOUT_VAR: &str = "POSTONCE_FACEBOOK_TIMEOUT_MS";
 
@@ -37,23 +36,6 @@ pub struct FacebookConfig {
     /// `FACEBOOK_API_URL`, without a trailing `/`.
     pub api_url: String,
     pub budget: Duration,
-}
-
-/// Checks a `FACEBOOK_PAGE_ID`: the Page's numeric id (Page → About → Page transparency, or
-/// `postonce auth facebook`).
-///
-/// # Errors
-/// A [`ConfigError`] naming `FACEBOOK_PAGE_ID`.
-pub fn parse_page_id(value: &str) -> Result<String, ConfigError> {
-    let v = value.trim();
-    if !v.is_empty() && v.len() <= 24 && v.bytes().all(|b| b.is_ascii_digit()) {
-        Ok(v.to_owned())
-    } else {
-        Err(bad(
-            PAGE_VAR,
-            format!("{value:?} is not a Page id (digits only: the Page's About → Page transparency, or `postonce auth facebook`)"),
-        ))
-    }
 }
 
 fn load(vars: Vars<'_>, _shared: &Shared) -> Result<Arc<dyn NetworkConfig>, ConfigError> {

@@ -22,6 +22,7 @@
 
 pub mod auth;
 pub mod config;
+mod page;
 pub mod wire;
 
 #[cfg(test)]

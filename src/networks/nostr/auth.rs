@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::config::parse_relays;
+use super::relay::parse_relays;
 use super::event::Keys;
 use super::relay;
 use crate::networks::auth::{AuthContext, AuthError, AuthFlow, Credential};

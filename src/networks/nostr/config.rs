@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::event::Keys;
+use super::relay::parse_relays;
 use super::NostrAdapter;
 use crate::networks::{Context, Definition, NetworkAdapter, NetworkConfig, Shared};
 use crate::vars::{bad, ConfigError, Vars};
@@ -25,9 +26,6 @@ pub const DEFINITION: Definition = Definition {
     auth: Some(&super::auth::FLOW),
 };
 
-/// The most relays a note goes to.
-pub const MAX_RELAYS: usize = 16;
-
 /// Nostr's configuration. `Debug` shows the key's `npub` only.
 #[derive(Clone, Debug)]
 pub struct NostrConfig {
@@ -36,57 +34,6 @@ pub struct NostrConfig {
     pub min_relays: usize,
     pub blossom: Option<String>,
     pub budget: Duration,
-}
-
-/// Checks one relay URL: `wss://` or `ws://`, a host, no user or password, no query or
-/// fragment, nothing but printable ASCII.
-///
-/// # Errors
-/// Why it is not a relay URL (for `NOSTR_RELAYS`).
-pub fn parse_relay(value: &str) -> Result<String, String> {
-    let v = value.trim();
-    if v.is_empty() {
-        return Err("an empty relay URL".into());
-    }
-    if v.len() > 256 || !v.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!("{:?} holds spaces, control or non-ASCII characters, or is too long", v.chars().take(60).collect::<String>()));
-    }
-    let url = url::Url::parse(v).map_err(|e| format!("{v:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "ws" | "wss") {
-        return Err(format!("{v:?} must start with wss:// (or ws:// for a local relay)"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{v:?} names no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{v:?} carries a user or password"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("{v:?} carries a query or fragment"));
-    }
-    Ok(v.to_owned())
-}
-
-/// Checks `NOSTR_RELAYS`: one to [`MAX_RELAYS`] relay URLs, each once.
-///
-/// # Errors
-/// A [`ConfigError`] naming `NOSTR_RELAYS`.
-pub fn parse_relays(value: &str) -> Result<Vec<String>, ConfigError> {
-    let mut relays: Vec<String> = Vec::new();
-    for part in value.split(',') {
-        let relay = parse_relay(part).map_err(|e| bad("NOSTR_RELAYS", e))?;
-        if relays.contains(&relay) {
-            return Err(bad("NOSTR_RELAYS", format!("{relay:?} is listed twice")));
-        }
-        relays.push(relay);
-    }
-    if relays.len() > MAX_RELAYS {
-        return Err(bad(
-            "NOSTR_RELAYS",
-            format!("{} relays; at most {MAX_RELAYS}", relays.len()),
-        ));
-    }
-    Ok(relays)
 }
 
 fn load(vars: Vars<'_>, _shared: &Shared) -> Result<Arc<dyn NetworkConfig>, ConfigError> {

@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use super::event::Event;
+use crate::vars::{bad, ConfigError};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -224,4 +225,61 @@ pub async fn reach(url: &str, budget: Duration) -> Result<(), String> {
         Ok(Err(e)) => Err(e),
         Err(_) => Err(format!("no connection within {budget:?}")),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What `NOSTR_RELAYS` may name (the configuration and `postonce auth nostr` check it here).
+
+/// The most relays a note goes to.
+pub const MAX_RELAYS: usize = 16;
+
+/// Checks one relay URL: `wss://` or `ws://`, a host, no user or password, no query or
+/// fragment, nothing but printable ASCII.
+///
+/// # Errors
+/// Why it is not a relay URL (for `NOSTR_RELAYS`).
+pub fn parse_relay(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err("an empty relay URL".into());
+    }
+    if v.len() > 256 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{:?} holds spaces, control or non-ASCII characters, or is too long", v.chars().take(60).collect::<String>()));
+    }
+    let url = url::Url::parse(v).map_err(|e| format!("{v:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "ws" | "wss") {
+        return Err(format!("{v:?} must start with wss:// (or ws:// for a local relay)"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{v:?} names no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("{v:?} carries a user or password"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{v:?} carries a query or fragment"));
+    }
+    Ok(v.to_owned())
+}
+
+/// Checks `NOSTR_RELAYS`: one to [`MAX_RELAYS`] relay URLs, each once.
+///
+/// # Errors
+/// A [`ConfigError`] naming `NOSTR_RELAYS`.
+pub fn parse_relays(value: &str) -> Result<Vec<String>, ConfigError> {
+    let mut relays: Vec<String> = Vec::new();
+    for part in value.split(',') {
+        let relay = parse_relay(part).map_err(|e| bad("NOSTR_RELAYS", e))?;
+        if relays.contains(&relay) {
+            return Err(bad("NOSTR_RELAYS", format!("{relay:?} is listed twice")));
+        }
+        relays.push(relay);
+    }
+    if relays.len() > MAX_RELAYS {
+        return Err(bad(
+            "NOSTR_RELAYS",
+            format!("{} relays; at most {MAX_RELAYS}", relays.len()),
+        ));
+    }
+    Ok(relays)
 }

@@ -1,7 +1,7 @@
 //! The signing, checked against NIP-01's rules and a known vector; the relays' answers; the
 //! configuration's refusals.
 
-use super::config::{parse_relay, parse_relays};
+use super::relay::{parse_relay, parse_relays};
 use super::event::{event_id, hashtag_tags, serialized, Event, Keys, KIND_NOTE};
 use super::relay::{read_ok, Published};
 use super::*;
