@@ -13,9 +13,10 @@ use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
     sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
-    SignatureLocation, SigningSettings, UriPathNormalizationMode,
+    SignatureLocation, SigningInstructions, SigningSettings, UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::sync::OnceCell;
@@ -103,13 +104,15 @@ impl S3Host {
         s
     }
 
-    /// A presigned `GET` of `key`, valid for [`PRESIGNED_FOR`].
-    async fn presign(&self, key: &str) -> Result<String, ImageError> {
-        let identity = self.credentials().await?.into();
-        let mut settings = Self::settings(SignatureLocation::QueryParams);
-        settings.expires_in = Some(PRESIGNED_FOR);
+    /// `request` signed for S3 in the bucket's region, now, with `settings`.
+    fn signed(
+        &self,
+        identity: &Identity,
+        settings: SigningSettings,
+        request: SignableRequest<'_>,
+    ) -> Result<SigningInstructions, ImageError> {
         let params = v4::SigningParams::builder()
-            .identity(&identity)
+            .identity(identity)
             .region(&self.config.region)
             .name("s3")
             .time(SystemTime::now())
@@ -117,6 +120,17 @@ impl S3Host {
             .build()
             .map_err(|e| unavailable(format!("could not sign ({e})")))?
             .into();
+        let (instructions, _) = sign(request, &params)
+            .map_err(|e| unavailable(format!("could not sign ({e})")))?
+            .into_parts();
+        Ok(instructions)
+    }
+
+    /// A presigned `GET` of `key`, valid for [`PRESIGNED_FOR`].
+    async fn presign(&self, key: &str) -> Result<String, ImageError> {
+        let identity: Identity = self.credentials().await?.into();
+        let mut settings = Self::settings(SignatureLocation::QueryParams);
+        settings.expires_in = Some(PRESIGNED_FOR);
         let url = self.object_url(key);
         let request = SignableRequest::new(
             "GET",
@@ -125,9 +139,7 @@ impl S3Host {
             SignableBody::UnsignedPayload,
         )
         .map_err(|e| unavailable(format!("could not sign ({e})")))?;
-        let (instructions, _) = sign(request, &params)
-            .map_err(|e| unavailable(format!("could not sign ({e})")))?
-            .into_parts();
+        let instructions = self.signed(&identity, settings, request)?;
         let query: Vec<String> = instructions
             .params()
             .iter()
@@ -144,18 +156,9 @@ impl S3Host {
         content_type: &str,
     ) -> Result<(), ImageError> {
         use sha2::{Digest, Sha256};
-        let identity = self.credentials().await?.into();
+        let identity: Identity = self.credentials().await?.into();
         let mut settings = Self::settings(SignatureLocation::Headers);
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&self.config.region)
-            .name("s3")
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .map_err(|e| unavailable(format!("could not sign ({e})")))?
-            .into();
         let url = self.object_url(key);
         let hash = hex::encode(Sha256::digest(bytes));
         let request = SignableRequest::new(
@@ -165,9 +168,7 @@ impl S3Host {
             SignableBody::Precomputed(hash),
         )
         .map_err(|e| unavailable(format!("could not sign ({e})")))?;
-        let (instructions, _) = sign(request, &params)
-            .map_err(|e| unavailable(format!("could not sign ({e})")))?
-            .into_parts();
+        let instructions = self.signed(&identity, settings, request)?;
         let mut req = self
             .http
             .put(&url)
