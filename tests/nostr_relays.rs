@@ -9,7 +9,8 @@
 //! - a lost `OK` (a proxy drops it; or closes the connection once the event went through): the
 //!   run is `unknown`; after the quiet period a retry reads the id back and records it;
 //! - a relay that is down: with one of two enough, posted on the other; with both needed,
-//!   `unknown`, then, the relay restarted, the replay of the **same** event completes it;
+//!   `unknown`, then, the relay restarted, the replay of the **same** event completes it; and
+//!   the note recorded while the relay was down reaches it by the next sweep (the same event);
 //! - a relay that refuses (empty-id `OK`, as the Python relay words refusals), beside one that
 //!   takes it: posted, each answer logged;
 //! - 16 racing runs of one draft: one note;
@@ -238,7 +239,42 @@ async fn a_relay_down_then_restarted_gets_the_same_event() {
         "the same event on the restarted relay, never a new one"
     );
     assert_eq!(record_id(&env2, &key2).await, Some(on_a[0].clone()));
-    println!("figures: B down → posted on A (min 1); min 2 → unknown, B restarted → {:?}, 1 event on each", kind(&settled));
+    // The first draft was recorded while B was down: a sweep (its quiet period long past)
+    // sends B the same event; the sweep after it sends nothing more.
+    let first_on_a = ids_on(&a.url(), &key).await;
+    let target = key.on(Network::Nostr).to_string();
+    let report = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    let spread = report.spread.iter().find(|s| s.key == target);
+    assert!(
+        spread.is_some_and(|s| s.complete && s.next.is_none()),
+        "the recorded note spread to B: {report:?}"
+    );
+    assert_eq!(
+        ids_on(&b.url(), &key).await,
+        first_on_a,
+        "B got the recorded event itself, never a new one"
+    );
+    let after = env
+        .app
+        .pipeline
+        .sweep(&env.deadline())
+        .await
+        .expect("sweep");
+    assert!(
+        !after.spread.iter().any(|s| s.key == target),
+        "done spreading: {after:?}"
+    );
+    assert_eq!(
+        ids_on(&a.url(), &key).await,
+        first_on_a,
+        "still one event on A"
+    );
+    println!("figures: B down → posted on A (min 1); min 2 → unknown, B restarted → {:?}, 1 event on each; the first draft spread to B by a sweep: {}", kind(&settled), spread.map_or("", |s| s.detail.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

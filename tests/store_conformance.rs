@@ -1,6 +1,6 @@
 //! One suite of behaviour tests run against every record store (files, DynamoDB Local,
 //! PostgreSQL) and every claim store (Redis, files, PostgreSQL): racing record writers, intent
-//! conditions, the due index under racing sweeps, pacing, kept secrets and the refused mark of
+//! conditions, the due index under racing sweeps, a recorded post that spreads, pacing, kept secrets and the refused mark of
 //! a credential, claim expiry and token fencing.
 //!
 //! A new store joins by one line in [`RECORD_STORES`] or [`CLAIM_STORES`]: a name and a
@@ -417,6 +417,88 @@ async fn the_due_index_under_racing_sweeps() {
             5,
             "{name}: scheduled drafts are due at their time"
         );
+    }
+}
+
+/// A recorded post that spreads (capability `spreads`) keeps its request on the `posted`
+/// draft and is listed under `posted` when due; done spreading, it leaves the due index and
+/// drops the request. Only a `posted` draft takes either change, and the record is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recorded_post_keeps_its_request_while_it_spreads() {
+    for (name, open) in RECORD_STORES {
+        let f = open().await;
+        let (k, open_one) = (key(), key());
+        for k in [&k, &open_one] {
+            f.a.save_draft(k, &content("x"), "ci", 100)
+                .await
+                .expect("save");
+        }
+        let kept = PendingPost {
+            request: Some(postonce::networks::PreparedPost {
+                body: serde_json::json!({"event": {"id": "e1"}}),
+                text: "text".into(),
+                key: Some("e1".into()),
+            }),
+            ..match intent("run-a") {
+                DraftUpdate::Intent(p) => p,
+                _ => unreachable!(),
+            }
+        };
+        let spread = |next: Option<i64>, pending: Option<&PendingPost>| DraftUpdate::Spread {
+            pending: pending.map(|p| Box::new(p.clone())),
+            next,
+        };
+        let posted = [DraftStatus::Posted];
+        let first = spread(Some(500), Some(&kept));
+        assert!(
+            !f.a.update_draft(&open_one, &first, &posted, 110)
+                .await
+                .expect("update"),
+            "{name}: only a posted draft spreads"
+        );
+        f.a.put_posted(&record(&k, "run-a", None), 101, 4_000_000_000)
+            .await
+            .expect("posted");
+        assert!(
+            f.a.update_draft(&k, &first, &posted, 110)
+                .await
+                .expect("update"),
+            "{name}"
+        );
+        assert!(
+            f.b.due_drafts(&posted, 499).await.expect("due").is_empty(),
+            "{name}: not due before its time"
+        );
+        let due = f.b.due_drafts(&posted, 500).await.expect("due");
+        assert_eq!(due.len(), 1, "{name}: due under posted");
+        assert_eq!(due[0].key, k.to_string(), "{name}");
+        let pending = due[0].pending.as_ref().expect("the request is kept");
+        assert_eq!(pending.request, kept.request, "{name}");
+        // A later send: due again, the request still there.
+        f.b.update_draft(&k, &spread(Some(900), None), &posted, 500)
+            .await
+            .expect("again");
+        let due = f.a.due_drafts(&posted, 900).await.expect("due");
+        assert_eq!(due.len(), 1, "{name}");
+        assert_eq!(due[0].due_at, Some(900), "{name}");
+        assert!(due[0].pending.is_some(), "{name}: still kept");
+        // Done: out of the index, the request dropped, the record as it was.
+        f.a.update_draft(&k, &spread(None, None), &posted, 900)
+            .await
+            .expect("done");
+        assert!(
+            f.b.due_drafts(&posted, i64::MAX)
+                .await
+                .expect("due")
+                .is_empty(),
+            "{name}: done spreading"
+        );
+        let snap = f.b.load(&k, None).await.expect("load");
+        let draft = snap.draft.expect("draft");
+        assert_eq!(draft.status, DraftStatus::Posted, "{name}");
+        assert_eq!(draft.pending, None, "{name}: the request dropped");
+        assert_eq!(draft.due_at, None, "{name}");
+        assert_eq!(snap.record, Some(record(&k, "run-a", None)), "{name}");
     }
 }
 

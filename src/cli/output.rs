@@ -33,6 +33,18 @@ pub(super) async fn sweep(app: &App, dl: &Deadline, json: bool) -> i32 {
                 for d in &report.delayed {
                     println!("  delayed {} until {}: {}", d.key, d.until, d.reason);
                 }
+                for s in &report.spread {
+                    let next = s.next.as_deref().map_or_else(
+                        || "not sent again".to_owned(),
+                        |at| format!("sent again at {at}"),
+                    );
+                    let done = if s.complete {
+                        "everywhere"
+                    } else {
+                        "not everywhere"
+                    };
+                    println!("  spread {} ({done}; {next}): {}", s.key, s.detail);
+                }
                 print_waiting(&report.waiting);
             }
             0

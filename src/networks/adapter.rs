@@ -285,6 +285,26 @@ pub trait NetworkAdapter: Send + Sync {
 
     /// One harmless read that proves the credentials work (doctor).
     async fn check(&self) -> Result<String, PostError>;
+
+    /// Sends a recorded post's kept request `post` again, as it is, to the places that may
+    /// still lack it (only where the capability `spreads` says this makes no second post).
+    /// The default: nothing is left to reach.
+    async fn spread(&self, post: &PreparedPost) -> Result<Spread, PostError> {
+        let _ = post;
+        Ok(Spread {
+            complete: true,
+            detail: String::new(),
+        })
+    }
+}
+
+/// What [`NetworkAdapter::spread`] reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spread {
+    /// Every place holds the post now: nothing is left to send.
+    pub complete: bool,
+    /// Each place's answer, for the sweep's report.
+    pub detail: String,
 }
 
 /// Where an adapter that logs in (Bluesky) keeps its session between processes: the record

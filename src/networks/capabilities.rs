@@ -143,6 +143,10 @@ pub struct Capabilities {
     /// draft's own URL goes in it, never a hosted copy, which expires
     /// ([`crate::covers`]: a day at most).
     pub links_image: bool,
+    /// A recorded post may still lack some of the places it goes to, and the kept request,
+    /// sent again as it is, reaches them without making a second post
+    /// ([`NetworkAdapter::spread`](super::NetworkAdapter::spread)): later sweeps send it.
+    pub spreads: bool,
     /// The create carries the image's bytes and is replayed (Discord's attachment): a
     /// replay of the kept request needs the same image again, fetched anew.
     pub create_carries_image: bool,

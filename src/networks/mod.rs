@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use adapter::{
-    Created, Media, MediaRef, NetworkAdapter, PostError, PreparedPost, SessionStore,
+    Created, Media, MediaRef, NetworkAdapter, PostError, PreparedPost, SessionStore, Spread,
 };
 pub use capabilities::Capabilities;
 pub use show::is_dry_run_urn;

@@ -138,9 +138,14 @@ pub(super) enum Stage {
 }
 
 /// The run's [`Stage`], shared with its guard so that a panic or a drop still keeps rule 6;
-/// and the record it could not write, for one more try if the claim cannot be kept either.
+/// the record it could not write, for one more try if the claim cannot be kept either; and
+/// the kept request of the attempt it sends or settles (for [`Lane::keep_spreading`]).
 #[derive(Default)]
-pub(super) struct Progress(Mutex<Stage>, Mutex<Option<Unrecorded>>);
+pub(super) struct Progress(
+    Mutex<Stage>,
+    Mutex<Option<Unrecorded>>,
+    Mutex<Option<PendingPost>>,
+);
 
 /// A post the network accepted whose record write failed: what [`Lane::record`] was given.
 pub(super) struct Unrecorded {
@@ -171,6 +176,15 @@ impl Progress {
 
     pub(super) fn take_unrecorded(&self) -> Option<Unrecorded> {
         self.1.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// The attempt's kept request, as its intent wrote it (or the draft kept it).
+    pub(super) fn attempt(&self, pending: &PendingPost) {
+        *self.2.lock().unwrap_or_else(|p| p.into_inner()) = Some(pending.clone());
+    }
+
+    pub(super) fn attempted(&self) -> Option<PendingPost> {
+        self.2.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 

@@ -27,7 +27,8 @@
 //!
 //! Failures that posted nothing are noted in [`failure`]; the content guard is [`content_guard`].
 //! [`targets`] runs one lane per target and combines their outcomes; [`cover`] picks the image
-//! each network gets; [`schedule`] stores a draft for its time and paces posts to a network.
+//! each network gets; [`schedule`] stores a draft for its time and paces posts to a network;
+//! [`spread`] sends a recorded post's own request again to the places that still lack it.
 
 mod content_guard;
 mod cover;
@@ -43,6 +44,7 @@ mod refused;
 mod repair;
 mod retry;
 mod schedule;
+mod spread;
 mod sweep;
 mod sweep_report;
 mod targets;
@@ -51,7 +53,7 @@ mod waiting;
 pub use content_guard::{caption_hash, full_text};
 pub use retry::backoff;
 pub use schedule::PACING_MARGIN;
-pub use sweep_report::{Delayed, SweepReport, Waiting};
+pub use sweep_report::{Delayed, Spreading, SweepReport, Waiting};
 pub use targets::TextError;
 
 use guard::{Finish, Progress, Seen, Stage, Unrecorded};

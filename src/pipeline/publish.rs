@@ -181,6 +181,7 @@ impl Lane {
             Err(done) => return done,
         };
         progress.set(Stage::Intent);
+        progress.attempt(&pending);
         if let Some(why) = fault("after-intent").await {
             return (
                 self.fail_after_intent(req, dl, why, true).await,

@@ -96,6 +96,7 @@ impl Lane {
             );
             return self.settle_by_owner(req, dl, draft, why).await;
         }
+        progress.attempt(pending);
         let post = kept_request(pending);
         // The hash of the text that was sent, not of the draft as it may have been edited since.
         let hash = pending

@@ -86,6 +86,7 @@ impl Lane {
                 if let Some(why) = fault("after-record").await {
                     return (with(Outcome::new(key, kind, why)), finish);
                 }
+                self.keep_spreading(key, dl, progress).await;
                 let detail = match (kind, source, &urn) {
                     (OutcomeKind::AlreadyPosted, "reconcile", None) => format!("{on} refused the identical re-send as a duplicate, so the earlier attempt is there; {on} does not say which post it is, so it is recorded without a link"),
                     (OutcomeKind::AlreadyPosted, "lookup", _) => format!("found the earlier attempt among the account's recent posts on {on}; recorded it, nothing was sent"),
@@ -100,6 +101,7 @@ impl Lane {
                 if other.run == req.run_id || (urn.is_some() && other.post_id == urn) =>
             {
                 progress.set(Stage::Recorded(urn.clone(), kind));
+                self.keep_spreading(key, dl, progress).await;
                 (
                     with(Outcome::new(key, kind, "posted and recorded")),
                     Finish::Release,

@@ -232,6 +232,7 @@ impl Pipeline {
         }
         // Drafts that wait for their network's credentials are never run; told once.
         self.tell_parked(dl, &mut parked, &mut report).await;
+        self.spread_recorded(dl, &mut report).await;
         let changed = !report.runs.is_empty()
             || held > 0
             || !report.needs_review.is_empty()

@@ -28,6 +28,19 @@ pub struct Delayed {
     pub reason: String,
 }
 
+/// A recorded post sent again to the places that lacked it ([`super::spread`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Spreading {
+    pub key: String,
+    /// Every place holds it now: it is not sent again.
+    pub complete: bool,
+    /// Each place's answer, or why nothing could be sent.
+    pub detail: String,
+    /// When a later sweep sends it again (RFC 3339, UTC); `None`: never again (complete, or a
+    /// day after the post; the places still lacking it are in `detail`).
+    pub next: Option<String>,
+}
+
 /// What a sweep did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SweepReport {
@@ -47,4 +60,6 @@ pub struct SweepReport {
     pub left_for_later: usize,
     /// Every draft that waits for a person after this sweep.
     pub waiting: Vec<Waiting>,
+    /// Recorded posts sent again to the places that still lacked them (capability `spreads`).
+    pub spread: Vec<Spreading>,
 }

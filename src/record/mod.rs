@@ -355,6 +355,14 @@ pub enum DraftUpdate {
     },
     /// The owner cancelled it: status `cancelled`, out of the due index.
     Cancel,
+    /// A recorded post its network can still spread (capability `spreads`: a Nostr note to
+    /// the relays that lack it), applied to a `posted` draft: `pending`, when given, is kept
+    /// as the request a later sweep sends again; due again at `next` (Unix seconds), or, with
+    /// `next: None`, done spreading: the request is dropped and the draft leaves the due index.
+    Spread {
+        pending: Option<Box<PendingPost>>,
+        next: Option<i64>,
+    },
     /// Sent again after a cancel, or sent again without a time while scheduled: an ordinary
     /// `new` draft again.
     Revive,
@@ -374,6 +382,7 @@ impl DraftUpdate {
             Self::Schedule { at } => Some(Some(*at)),
             Self::Defer { until, .. } => Some(Some(*until)),
             Self::Recorded { .. } | Self::Cancel => Some(None),
+            Self::Spread { next, .. } => Some(*next),
             Self::Resend { .. } | Self::Reminded | Self::DelayTold => None,
         }
     }

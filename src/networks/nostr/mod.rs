@@ -12,7 +12,8 @@
 //! it: recorded) or by replaying the same event to every relay. Only when no relay can hold
 //! it (each refused, or was never reached) does the attempt fail, so that a new event is
 //! never made while an older one of the draft may be on a relay. Relays that still lack the
-//! event once the post is recorded are not sent it again (a recorded target is never touched).
+//! event once the post is recorded get it from later sweeps ([`NetworkAdapter::spread`]: the
+//! same event, until every relay holds it).
 //!
 //! The cover goes to a Blossom server (`NOSTR_BLOSSOM_URL`, [`blossom`]) and its URL into the
 //! text, with an `imeta` tag; without one, an http(s) cover URL is referenced as it is (the
@@ -42,6 +43,7 @@ use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, TextLimi
 use crate::networks::show::{dry_id, show, ShownBody};
 use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
+    Spread,
 };
 use event::{hashtag_tags, imeta_tag, Event, Keys, KIND_NOTE};
 use relay::Published;
@@ -154,14 +156,23 @@ impl NostrAdapter {
         }
     }
 
+    /// `event` to every relay at once, each answer logged.
+    async fn send_everywhere(&self, event: &Event) -> Vec<(String, Published)> {
+        let budget = self.per_relay();
+        let sends = self.relays.iter().map(|url| async move {
+            (url.clone(), relay::publish(url, event, budget).await)
+        });
+        let answers = futures_util::future::join_all(sends).await;
+        for (url, answer) in &answers {
+            tracing::info!(network = NETWORK, relay = %url, event = %event.id, answer = %answer.describe(), "relay answered");
+        }
+        answers
+    }
+
     /// What the relays' answers mean for the post.
     fn judge(&self, event: &Event, answers: &[(String, Published)]) -> Result<Created, PostError> {
         let holding = answers.iter().filter(|(_, a)| a.holds()).count();
-        let each = answers
-            .iter()
-            .map(|(url, a)| format!("{url}: {}", a.describe()))
-            .collect::<Vec<_>>()
-            .join("; ");
+        let each = describe(answers);
         if holding >= self.min_relays {
             tracing::info!(network = NETWORK, event = %event.id, holding, relays = answers.len(), "the note is on enough relays");
             return Ok(self.created(event));
@@ -216,6 +227,15 @@ impl NostrAdapter {
     }
 }
 
+/// Each relay's answer, in one line.
+fn describe(answers: &[(String, Published)]) -> String {
+    answers
+        .iter()
+        .map(|(url, a)| format!("{url}: {}", a.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn capabilities(blossom: bool) -> Capabilities {
     Capabilities {
         idempotency: Idempotency::ClientChosenId,
@@ -231,6 +251,7 @@ fn capabilities(blossom: bool) -> Capabilities {
         },
         fetches_image: !blossom,
         links_image: !blossom,
+        spreads: true,
         ..Capabilities::default()
     }
 }
@@ -329,15 +350,7 @@ impl NetworkAdapter for NostrAdapter {
                 cid: None,
             });
         }
-        let budget = self.per_relay();
-        let sends = self.relays.iter().map(|url| {
-            let event = &event;
-            async move { (url.clone(), relay::publish(url, event, budget).await) }
-        });
-        let answers = futures_util::future::join_all(sends).await;
-        for (url, answer) in &answers {
-            tracing::info!(network = NETWORK, relay = %url, event = %event.id, answer = %answer.describe(), "relay answered");
-        }
+        let answers = self.send_everywhere(&event).await;
         self.judge(&event, &answers)
     }
 
@@ -376,6 +389,30 @@ impl NetworkAdapter for NostrAdapter {
             });
         }
         Ok(None)
+    }
+
+    /// The kept event again to every relay: those that hold it answer `duplicate:`, the
+    /// others take it now (the same event, never a new one). Complete once every relay
+    /// holds it.
+    async fn spread(&self, post: &PreparedPost) -> Result<Spread, PostError> {
+        let event = Self::kept_event(post)?;
+        if self.dry {
+            return Ok(Spread {
+                complete: true,
+                detail: String::new(),
+            });
+        }
+        let answers = self.send_everywhere(&event).await;
+        let holding = answers.iter().filter(|(_, a)| a.holds()).count();
+        Ok(Spread {
+            complete: holding == answers.len(),
+            detail: format!(
+                "the event {} is on {holding} of {} relays: {}",
+                event.id,
+                answers.len(),
+                describe(&answers)
+            ),
+        })
     }
 
     /// Every relay takes a connection; says which key posts.

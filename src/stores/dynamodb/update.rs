@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::items::{n, record_copy, s, Item};
-use crate::record::{DraftStatus, DraftUpdate, PostedRecord};
+use crate::record::{DraftStatus, DraftUpdate, PendingPost, PostedRecord};
 
 /// An update expression under construction, with every attribute name behind a placeholder
 /// (`status`, `key` and `source` are reserved words).
@@ -85,6 +85,24 @@ impl Expr {
     /// Takes the draft out of the due index (it is done).
     pub(super) fn unindex(&mut self) -> &mut Self {
         self.remove("queue").remove("due_at")
+    }
+
+    /// Keeps `p` as the draft's create-post request (sent, or about to be sent, as it is).
+    pub(super) fn set_pending(&mut self, p: &PendingPost) -> &mut Self {
+        self.set("pending_commentary", s(&p.text))
+            .set("pending_image_urn", s(&p.media_id))
+            .set_opt("pending_alt", p.alt.as_ref().map(s))
+            .set("pending_at", n(p.at))
+            .set("pending_run", s(&p.run))
+            .set_opt("pending_caption_hash", p.caption_hash.as_ref().map(s))
+            .set_opt(
+                "pending_request",
+                p.request
+                    .as_ref()
+                    .and_then(|r| serde_json::to_string(r).ok())
+                    .map(|r| s(&r)),
+            )
+            .remove("pending_last_at")
     }
 
     /// Removes the kept create-post request (the attempt is settled).
@@ -184,20 +202,7 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
         DraftUpdate::IfAttempt { .. } => {}
         DraftUpdate::Intent(p) => {
             e.status(ns, DraftStatus::Unknown)
-                .set("pending_commentary", s(&p.text))
-                .set("pending_image_urn", s(&p.media_id))
-                .set_opt("pending_alt", p.alt.as_ref().map(s))
-                .set("pending_at", n(p.at))
-                .set("pending_run", s(&p.run))
-                .set_opt("pending_caption_hash", p.caption_hash.as_ref().map(s))
-                .set_opt(
-                    "pending_request",
-                    p.request
-                        .as_ref()
-                        .and_then(|r| serde_json::to_string(r).ok())
-                        .map(|r| s(&r)),
-                )
-                .remove("pending_last_at")
+                .set_pending(p)
                 .set("started", n(0))
                 .set("reminded", AttributeValue::Bool(false))
                 .set("retryable", AttributeValue::Bool(true));
@@ -275,6 +280,20 @@ pub(super) fn draft_update(ns: &str, update: &DraftUpdate, now: i64) -> Expr {
                 .remove("publish_at")
                 .set("reminded", AttributeValue::Bool(false))
                 .set("retryable", AttributeValue::Bool(true));
+        }
+        DraftUpdate::Spread { pending, next } => {
+            match (pending, next) {
+                // Due again: indexed under `posted` (the status it keeps).
+                (Some(p), Some(_)) => {
+                    e.status(ns, DraftStatus::Posted).set_pending(p);
+                }
+                (None, Some(_)) => {
+                    e.status(ns, DraftStatus::Posted);
+                }
+                (_, None) => {
+                    e.clear_pending();
+                }
+            }
         }
         DraftUpdate::Cancel => {
             e.set("status", s(DraftStatus::Cancelled.as_str()))

@@ -1,6 +1,6 @@
 //! A draft change in memory: the local twin of the DynamoDB update expressions.
 
-use crate::record::{Draft, DraftStatus, DraftUpdate, PostedRecord};
+use crate::record::{Draft, DraftStatus, DraftUpdate, PendingPost, PostedRecord};
 
 /// Applies a draft update in memory (the local twin of the DynamoDB update expressions).
 pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
@@ -82,6 +82,11 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.reminded = false;
             draft.retryable = true;
         }
+        DraftUpdate::Spread { pending, next } => match (pending, next) {
+            (Some(p), Some(_)) => draft.pending = Some(PendingPost::clone(p)),
+            (None, Some(_)) => {}
+            (_, None) => draft.pending = None,
+        },
         DraftUpdate::Cancel => {
             draft.status = DraftStatus::Cancelled;
             draft.next_retry_at = None;

@@ -3,7 +3,7 @@
 
 use tokio_postgres::types::ToSql;
 
-use crate::record::{DraftStatus, DraftUpdate};
+use crate::record::{DraftStatus, DraftUpdate, PendingPost};
 
 /// A parameter of a statement under construction.
 pub type Param = Box<dyn ToSql + Sync + Send>;
@@ -35,6 +35,14 @@ impl Sql {
 
     fn status(&mut self, s: DraftStatus) -> &mut Self {
         self.set("status", s.as_str().to_owned())
+    }
+
+    /// Keeps `p` as the draft's create-post request (sent, or about to be sent, as it is).
+    fn pending(&mut self, p: &PendingPost) -> &mut Self {
+        let mut kept = p.clone();
+        kept.last_sent_at = None;
+        self.set("pending", json(&kept))
+            .set("pending_run", p.run.clone())
     }
 
     fn clear_pending(&mut self) -> &mut Self {
@@ -138,11 +146,8 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
     match update {
         DraftUpdate::IfAttempt { .. } => {}
         DraftUpdate::Intent(p) => {
-            let mut kept = p.clone();
-            kept.last_sent_at = None;
             q.status(DraftStatus::Unknown)
-                .set("pending", json(&kept))
-                .set("pending_run", p.run.clone())
+                .pending(p)
                 .raw("started = 0")
                 .raw("reminded = false")
                 .raw("retryable = true");
@@ -190,6 +195,15 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
         DraftUpdate::DelayTold => {
             q.raw("delay_told = true");
         }
+        DraftUpdate::Spread { pending, next } => match (pending, next) {
+            (Some(p), Some(_)) => {
+                q.pending(p);
+            }
+            (None, Some(_)) => {}
+            (_, None) => {
+                q.clear_pending();
+            }
+        },
         DraftUpdate::Recorded { expires_at, record } => {
             q.status(DraftStatus::Posted)
                 .set("record", json(record.as_ref()))
