@@ -471,6 +471,10 @@ async fn the_bucket_checks_the_signatures() {
         "{refused}"
     );
     assert!(!refused.to_string().contains("not-the-secret"), "{refused}");
+    assert!(
+        !refused.is_transient() && refused.to_string().contains("POSTONCE_COVERS_BUCKET"),
+        "a wrong secret is no failure a retry mends; the fix is named: {refused}"
+    );
     // The presigned URL's signature is botocore's for the same request at the same instant.
     let date = url
         .split("X-Amz-Date=")

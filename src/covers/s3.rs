@@ -187,12 +187,36 @@ impl S3Host {
         }
         let body = answer.text().await.unwrap_or_default();
         let code = between(&body, "<Code>", "</Code>").unwrap_or("no error code");
-        Err(unavailable(format!(
+        let said = format!(
             "S3 answered {} ({code}) to the upload to the bucket {}",
             status.as_u16(),
             self.config.bucket
+        );
+        if answer_is_transient(status.as_u16(), code) {
+            return Err(unavailable(said));
+        }
+        // A refusal a retry would only repeat (a wrong key or signature, no such bucket, no
+        // permission): the draft fails, and the owner is told what to fix.
+        Err(ImageError::Refused(format!(
+            "could not host the cover: {said}; check POSTONCE_COVERS_BUCKET, its region and the credentials' permission (s3:PutObject on covers/*)"
         )))
     }
+}
+
+/// Whether S3's answer may change on a retry: a server error, a throttle or a timeout, or
+/// temporary credentials that expired (Lambda's are renewed) or a clock that drifted.
+fn answer_is_transient(status: u16, code: &str) -> bool {
+    status >= 500
+        || status == 408
+        || status == 429
+        || matches!(
+            code,
+            "ExpiredToken"
+                | "RequestTimeTooSkewed"
+                | "SlowDown"
+                | "RequestTimeout"
+                | "InternalError"
+        )
 }
 
 fn unavailable(why: String) -> ImageError {
@@ -264,6 +288,28 @@ mod tests {
     use crate::covers::config::StaticCredentials;
     use crate::image::Format;
     use crate::vars::Secret;
+
+    #[test]
+    fn only_answers_a_retry_may_change_are_transient() {
+        for (status, code) in [
+            (500, "InternalError"),
+            (503, "SlowDown"),
+            (400, "ExpiredToken"),
+            (403, "RequestTimeTooSkewed"),
+            (408, ""),
+        ] {
+            assert!(answer_is_transient(status, code), "{status} {code}");
+        }
+        for (status, code) in [
+            (403, "AccessDenied"),
+            (403, "SignatureDoesNotMatch"),
+            (403, "InvalidAccessKeyId"),
+            (404, "NoSuchBucket"),
+            (400, "InvalidBucketName"),
+        ] {
+            assert!(!answer_is_transient(status, code), "{status} {code}");
+        }
+    }
 
     fn host(endpoint: Option<&str>, bucket: &str) -> S3Host {
         S3Host::new(
