@@ -108,12 +108,7 @@ async fn a_run_killed_the_same_way_every_time_ends_in_front_of_its_owner_once() 
     }
     fail::remove("before-cover");
     past_a_claim().await;
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let d = stored(&env, &key).await.expect("the draft");
     assert_eq!(d.status, DraftStatus::NeedsReview, "{report:?}");
     assert_eq!((d.attempts, d.started), (3, false), "{d:?}");
@@ -135,11 +130,7 @@ async fn a_run_killed_the_same_way_every_time_ends_in_front_of_its_owner_once() 
             .any(|w| w.key == key.to_string() && w.status == "needs_review"),
         "{waiting:?}"
     );
-    env.app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    env.sweep().await;
     assert_eq!(told(&env, &key), 1, "and not again");
     assert_eq!(env.linkedin.posts_containing(key.slug()).len(), 0);
 }

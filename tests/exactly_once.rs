@@ -225,12 +225,7 @@ async fn the_sweeper_waits_out_the_quiet_period_relying_on_linkedins_duplicate_a
     let key = env.key();
     let first = env.post(&key, "Slow LinkedIn, eager sweeper").await;
     assert_eq!(first.outcome, OutcomeKind::Unknown, "{first:?}");
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert!(report.runs.is_empty(), "nothing due yet: {report:?}");
     assert_eq!(
         env.linkedin.create_requests(),
@@ -238,12 +233,7 @@ async fn the_sweeper_waits_out_the_quiet_period_relying_on_linkedins_duplicate_a
         "no re-send in the quiet period"
     );
     past_the_quiet_period().await;
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let run = report
         .runs
         .iter()
@@ -282,12 +272,7 @@ async fn the_sweeper_starts_no_run_without_one_runs_need_left() {
     assert!(report.runs.is_empty(), "{report:?}");
     assert_eq!(report.left_for_later, 1, "{report:?}");
     // With time enough, it runs.
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(report.runs.len(), 1, "{report:?}");
     assert_eq!(report.runs[0].outcome, OutcomeKind::Posted);
 }
@@ -490,12 +475,7 @@ async fn a_deadline_refusal_stores_the_draft_and_is_a_configuration_error() {
         (draft.status, draft.retryable),
         (DraftStatus::Failed, false)
     );
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert!(report.runs.is_empty(), "{report:?}");
     assert!(report.waiting.iter().any(|w| w.key == key.to_string()));
     assert_eq!(env.linkedin.create_requests(), 0);
@@ -519,12 +499,7 @@ async fn the_owner_is_told_until_the_message_is_delivered() {
     // Due now.
     due_now(&env, &key, "initializeUpload: LinkedIn server error (503)").await;
     env.telegram.set_mode(TgMode::Down);
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(report.needs_review, vec![key.to_string()], "{report:?}");
     assert_eq!(report.undelivered, vec![key.to_string()], "{report:?}");
     let waiting = report.waiting.iter().find(|w| w.key == key.to_string());
@@ -536,12 +511,7 @@ async fn the_owner_is_told_until_the_message_is_delivered() {
     );
 
     env.telegram.set_mode(TgMode::Normal);
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(report.reminded, vec![key.to_string()], "{report:?}");
     assert!(report.undelivered.is_empty());
     let draft = env.status(&key).await.snapshot.draft.expect("draft");
@@ -556,12 +526,7 @@ async fn the_owner_is_told_until_the_message_is_delivered() {
         .iter()
         .any(|w| w.key == key.to_string() && w.owner_told));
     // Told once: the next sweep does not repeat it.
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert!(report.reminded.is_empty(), "{report:?}");
     assert_eq!(env.linkedin.create_requests(), 0);
 }
@@ -658,12 +623,7 @@ async fn the_quiet_period_restarts_at_each_resend() {
         2,
         "nothing sent while the re-send may be in flight"
     );
-    let sweep = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let sweep = env.sweep().await;
     assert!(sweep.runs.is_empty(), "{sweep:?}");
     past_the_quiet_period().await;
     let settled = env.retry(&key).await;
@@ -719,12 +679,7 @@ async fn a_new_failure_after_the_owner_was_told_is_told_again() {
         (failed.outcome, failed.retryable),
         (OutcomeKind::Failed, false)
     );
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert!(
         report.reminded.is_empty(),
         "told by the run's report: {report:?}"
@@ -736,12 +691,7 @@ async fn a_new_failure_after_the_owner_was_told_is_told_again() {
     assert_eq!(again.outcome, OutcomeKind::Failed);
     env.telegram.set_mode(TgMode::Normal);
     env.linkedin.set_create_mode(Mode::Normal);
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(
         report.reminded,
         vec![key.to_string()],

@@ -628,12 +628,7 @@ async fn post_bad_covers(env: &Env) -> Vec<PostKey> {
 async fn sweep_twice(env: &Env, keys: &[PostKey]) -> Vec<String> {
     let messages = env.telegram.requests_for("sendMessage").len();
     for _ in 0..2 {
-        let r = env
-            .app
-            .pipeline
-            .sweep(&env.deadline())
-            .await
-            .expect("sweep");
+        let r = env.sweep().await;
         let ours: Vec<&Outcome> = r
             .runs
             .iter()

@@ -666,11 +666,7 @@ async fn bluesky_record_keeps_the_cid_the_pds_answered() {
 // Refusals (issue 21).
 
 async fn sweep(env: &Env) -> postonce::pipeline::SweepReport {
-    env.app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep")
+    env.sweep().await
 }
 
 /// The sweeper's messages that put `target` in front of its owner.

@@ -243,12 +243,7 @@ async fn a_relay_down_then_restarted_gets_the_same_event() {
     // sends B the same event; the sweep after it sends nothing more.
     let first_on_a = ids_on(&a.url(), &key).await;
     let target = key.on(Network::Nostr).to_string();
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let spread = report.spread.iter().find(|s| s.key == target);
     assert!(
         spread.is_some_and(|s| s.complete && s.next.is_none()),
@@ -259,12 +254,7 @@ async fn a_relay_down_then_restarted_gets_the_same_event() {
         first_on_a,
         "B got the recorded event itself, never a new one"
     );
-    let after = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let after = env.sweep().await;
     assert!(
         !after.spread.iter().any(|s| s.key == target),
         "done spreading: {after:?}"

@@ -443,12 +443,7 @@ async fn slow_linkedin_then_immediate_retry_sends_nothing_then_settles_relying_o
     };
     let tapped = router.handle(tap, env.deadline(), "run-tap".into()).await;
     let retried = env.retry(&key).await;
-    let early_sweep = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let early_sweep = env.sweep().await;
     let creates_in_quiet = env.linkedin.create_requests();
     let posts_in_quiet = env.linkedin.posts_containing(key.slug()).len();
     println!(
@@ -486,12 +481,7 @@ async fn slow_linkedin_then_immediate_retry_sends_nothing_then_settles_relying_o
     );
 
     env.wait_out_quiet_period(&key).await;
-    let swept = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let swept = env.sweep().await;
     let settled = swept
         .runs
         .iter()

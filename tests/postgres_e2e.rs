@@ -428,12 +428,7 @@ async fn a_sweep_over_100000_stored_drafts_reads_only_the_due_ones() {
         "postgres",
         &format!("UPDATE postonce_drafts SET expires_at = 1 WHERE key = '{gone}'"),
     );
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let left = pg.psql(
         "postgres",
         &format!(

@@ -235,11 +235,7 @@ async fn postgres_killed_mid_way_with_no_duplicate_check_duplicates_nothing_and_
         for key in &batch {
             env.post(key, &caption(key)).await;
         }
-        env.app
-            .pipeline
-            .sweep(&env.deadline())
-            .await
-            .expect("sweep");
+        env.sweep().await;
         keys.extend(batch);
     }
     let told: Vec<String> = env

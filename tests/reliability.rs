@@ -216,12 +216,7 @@ async fn the_sweeper_repairs_a_posted_but_not_recorded_draft() {
         "EX",
         "604800",
     ]);
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let run = report
         .runs
         .iter()

@@ -155,12 +155,7 @@ async fn a_scheduled_draft_waits_then_the_sweep_posts_it_once_on_each_target() {
         (202, &json!(later)),
         "{body}"
     );
-    let early = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let early = env.sweep().await;
     assert!(early.runs.is_empty(), "{:?}", early.runs);
     // A run without content (a Retry, the CLI) also waits for the time.
     let waits = env
@@ -171,12 +166,7 @@ async fn a_scheduled_draft_waits_then_the_sweep_posts_it_once_on_each_target() {
     assert_eq!(waits.outcome, OutcomeKind::Scheduled, "{}", waits.detail);
 
     tokio::time::sleep(Duration::from_millis(4_500)).await;
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(report.due, 3, "{report:?}");
     for n in [Network::Linkedin, Network::X, Network::Telegram] {
         assert_eq!(env.posts_on(&key, n).len(), 1, "{n:?}");
@@ -274,11 +264,7 @@ async fn post_now_and_cancel_buttons_act_through_the_claim() {
         )
         .await;
     assert_eq!(retry.outcome, OutcomeKind::Cancelled, "{}", retry.detail);
-    env.app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    env.sweep().await;
     assert_eq!(env.posts_on(&cancel_key, Network::Linkedin).len(), 0);
     // ...until it is sent again.
     let (status, body) = ci(&env, &body_for(&env, &cancel_key, None)).await;
@@ -491,11 +477,7 @@ async fn cancel_racing_the_sweep_is_posted_once_or_cancelled_never_both() {
         swept.runs.len()
     );
     // A second sweep: nothing cancelled gets posted later either.
-    env.app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    env.sweep().await;
     let (mut posted, mut cancelled) = (0, 0);
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
     for (key, answer) in &answers {
@@ -618,12 +600,7 @@ async fn the_sweep_reads_the_due_drafts_through_the_index_not_the_table() {
     }
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     let before = dynamo.due_items_read();
-    let listed = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let listed = env.sweep().await;
     let read = dynamo.due_items_read() - before;
     // What a scan would have read, as the server counts it.
     let scan = client
@@ -688,12 +665,7 @@ async fn a_due_draft_costs_the_sweep_what_a_new_draft_costs_a_trigger() {
     }
     tokio::time::sleep(Duration::from_millis(3_100)).await;
     let before = dynamo.requests_sent();
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     let sent = dynamo.requests_sent() - before;
     println!(
         "sweep cost on DynamoDB: {DUE} due drafts, {sent} requests ({LISTING} listing queries + {:.1} per due draft); a new draft through a trigger: {new_draft}",
@@ -837,12 +809,7 @@ async fn the_sweep_takes_due_drafts_oldest_first() {
     }
     let left = u64::try_from(base + 5 - now_s()).unwrap_or(0);
     tokio::time::sleep(Duration::from_millis(left * 1_000 + 200)).await;
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     assert_eq!(report.due, 3, "{report:?}");
     let mut posts = env.linkedin.posts();
     posts.sort_by_key(|p| p.received);
@@ -893,12 +860,7 @@ async fn a_draft_sent_with_a_time_never_goes_out_before_it_whatever_fails() {
         );
         // Past a claim's time a `new` draft counts as one whose trigger died: the sweep runs it.
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let report = env
-            .app
-            .pipeline
-            .sweep(&env.deadline())
-            .await
-            .expect("sweep");
+        let report = env.sweep().await;
         assert_eq!(
             env.linkedin.posts_containing(key.slug()).len(),
             0,

@@ -74,14 +74,6 @@ fn part(o: &Outcome, n: Network) -> Outcome {
         .unwrap_or_else(|| panic!("no {} part in {o:?}", n.as_str()))
 }
 
-async fn sweep(env: &Env) -> postonce::pipeline::SweepReport {
-    env.app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep")
-}
-
 /// Every message to the owner's chat whose text mentions `target` (a per-target key).
 fn messages_about(env: &Env, target: &PostKey) -> Vec<String> {
     let needle = format!("{target}");
@@ -407,7 +399,7 @@ async fn x_reads_that_keep_failing_end_in_front_of_the_owner_once() {
     let before = messages_about(&env, &target).len();
     let mut sweeps = 0;
     for _ in 0..6 {
-        sweep(&env).await;
+        env.sweep().await;
         sweeps += 1;
     }
     let d = draft(&env, &target).await;
@@ -434,7 +426,7 @@ async fn x_reads_that_keep_failing_end_in_front_of_the_owner_once() {
         .iter()
         .any(|w| w.key == target.to_string()));
     let reads = env.x().timeline_requests();
-    sweep(&env).await;
+    env.sweep().await;
     assert_eq!(env.x().timeline_requests(), reads, "no more checks");
     assert_eq!(env.x().create_requests(), 1, "nothing re-sent");
 }
@@ -467,8 +459,8 @@ async fn a_refused_x_resend_goes_to_the_owner_not_round_again() {
         "{d:?}"
     );
     let creates = env.x().create_requests();
-    sweep(&env).await;
-    sweep(&env).await;
+    env.sweep().await;
+    env.sweep().await;
     assert_eq!(
         env.x().create_requests(),
         creates,
@@ -520,7 +512,7 @@ async fn a_channel_run_killed_after_its_intent_reaches_the_owner_once() {
     env.wait_until_attempt_is(&kept_target, Duration::from_secs(10))
         .await;
     for _ in 0..4 {
-        sweep(&env).await;
+        env.sweep().await;
     }
     let d = draft(&env, &target).await;
     println!("killed after its intent: {d:?}");
@@ -730,7 +722,7 @@ async fn stuck_drafts_property(env: &Env, networks: &[Network]) {
         let mut calm = 0;
         let mut sweeps = 0;
         while begun.elapsed() < Duration::from_secs(120) {
-            let r = sweep(env).await;
+            let r = env.sweep().await;
             sweeps += 1;
             let idle = r.runs.is_empty()
                 && r.left_for_later == 0
@@ -747,7 +739,7 @@ async fn stuck_drafts_property(env: &Env, networks: &[Network]) {
         let messages = env.telegram.requests_for("sendMessage").len();
         let sent: Vec<(u64, usize)> = networks.iter().map(|n| env.fake_totals(*n)).collect();
         for _ in 0..2 {
-            sweep(env).await;
+            env.sweep().await;
         }
         assert_eq!(
             env.telegram.requests_for("sendMessage").len(),

@@ -748,12 +748,7 @@ async fn telegram_in_doubt_is_unknown_at_once_and_never_resent() {
         OutcomeKind::Unknown,
         "{o:?}"
     );
-    let sweep = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let sweep = env.sweep().await;
     println!(
         "sweep: runs {:?}, reminded {:?}",
         sweep

@@ -275,12 +275,7 @@ async fn a_refused_publish_of_its_own_published_container_is_recorded_as_posted(
         OutcomeKind::AlreadyPosted,
         "{again:?}"
     );
-    let report = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let report = env.sweep().await;
     println!("the sweep after it: {report:?}");
     let fresh = run(&env, &key, true).await;
     assert_eq!(

@@ -86,23 +86,13 @@ async fn a_report_cut_at_telegrams_limit_marks_told_only_the_targets_it_carried_
         "whole {whole:?}, cut {cut:?}"
     );
 
-    let first = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let first = env.sweep().await;
     let mut reminded = first.reminded.clone();
     reminded.sort();
     let mut want: Vec<String> = cut.iter().map(PostKey::to_string).collect();
     want.sort();
     assert_eq!(reminded, want, "the sweeper tells the cut ones: {first:?}");
-    let second = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let second = env.sweep().await;
     assert!(second.reminded.is_empty(), "told once: {second:?}");
 }
 
@@ -221,12 +211,7 @@ async fn drafts_of_a_network_without_credentials_are_listed_with_the_reason_and_
         .expect("draft");
     assert_eq!(st.status, DraftStatus::Scheduled);
 
-    let back = env
-        .app
-        .pipeline
-        .sweep(&env.deadline())
-        .await
-        .expect("sweep");
+    let back = env.sweep().await;
     assert_eq!(back.runs.len(), 1, "{back:?}");
     assert_eq!(env.posts_on(&due, Network::X).len(), 1, "{back:?}");
 }

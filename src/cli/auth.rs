@@ -59,7 +59,7 @@ pub(super) async fn run(config: &Config, args: AuthArgs) -> i32 {
         ));
     };
     let vars = Vars::new(&env);
-    // A flow that checks a credential set by hand (Nostr) runs, and stores nothing.
+    // A flow that checks a credential set by hand (a key made elsewhere) runs, and stores nothing.
     let checks = flow.checks_set_credential() && !args.generate;
     if let (Source::Variable(var) | Source::Parameter(var), false) =
         (Source::of(network, vars, &Stored::default()), checks)

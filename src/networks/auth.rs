@@ -180,7 +180,7 @@ pub trait AuthFlow: Sync {
     }
 
     /// Whether the flow also runs when the credential is set by hand (its variable), to check
-    /// it and store nothing (Nostr: the key's npub and the relays); otherwise `auth` refuses.
+    /// it and store nothing (what it posts as, and where); otherwise `auth` refuses.
     fn checks_set_credential(&self) -> bool {
         false
     }

@@ -617,6 +617,15 @@ impl Env {
         Deadline::after(self.app.config.function_timeout)
     }
 
+    /// One sweep, within a run's deadline.
+    pub async fn sweep(&self) -> postonce::pipeline::SweepReport {
+        self.app
+            .pipeline
+            .sweep(&self.deadline())
+            .await
+            .expect("sweep")
+    }
+
     /// One run with a fresh draft for `key`.
     pub async fn post(&self, key: &PostKey, caption: &str) -> Outcome {
         let req = self.request(key, Some(self.content(caption)));
