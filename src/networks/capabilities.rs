@@ -139,8 +139,8 @@ pub struct Capabilities {
     /// The network fetches the image itself from its public URL (Threads): a local file
     /// cannot go to it, and no rendition can reach it.
     pub fetches_image: bool,
-    /// The post refers to the image by its URL for good (a network without a media server of its own): the
-    /// draft's own URL goes in it, never a hosted copy, which expires
+    /// The post refers to the image by its URL for good (a network without a media server of
+    /// its own): the draft's own URL goes in it, never a hosted copy, which expires
     /// ([`crate::covers`]: a day at most).
     pub links_image: bool,
     /// A recorded post may still lack some of the places it goes to, and the kept request,
