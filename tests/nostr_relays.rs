@@ -13,6 +13,7 @@
 //!   the note recorded while the relay was down reaches it by the next sweep (the same event);
 //! - a relay that refuses (empty-id `OK`, as the Python relay words refusals), beside one that
 //!   takes it: posted, each answer logged;
+//! - a replay whose Blossom blob the server dropped meanwhile: the blob is put back first;
 //! - 16 racing runs of one draft: one note;
 //! - a crash at every step of the run (fail points), then sweeps: one note, recorded.
 //!
@@ -265,6 +266,66 @@ async fn a_relay_down_then_restarted_gets_the_same_event() {
         "still one event on A"
     );
     println!("figures: B down → posted on A (min 1); min 2 → unknown, B restarted → {:?}, 1 event on each; the first draft spread to B by a sweep: {}", kind(&settled), spread.map_or("", |s| s.detail.as_str()));
+}
+
+/// A replay days later names a Blossom blob the server may have dropped meanwhile: before the
+/// same event goes out again, the blob is looked for (`HEAD`) and uploaded again when it is
+/// gone (content-addressed: the same URL the event names). The create right after the
+/// attempt's own upload does not ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_puts_back_a_blob_the_media_server_lost() {
+    let _t = TURN.lock().await;
+    let blossom = support::nostr::BlossomFake::start().await;
+    let (a, mut b) = (RealRelay::start(), RealRelay::start());
+    b.kill();
+    let server = blossom.uri();
+    let env = env_with(
+        &[a.url(), b.url()],
+        2,
+        &[("NOSTR_BLOSSOM_URL", server.as_str())],
+    )
+    .await;
+    let key = env.key();
+    let first = env.post(&key, &caption(&key)).await;
+    assert_eq!(kind(&first), OutcomeKind::Unknown, "B is down: {first:?}");
+    assert_eq!(
+        (blossom.uploads(), blossom.heads()),
+        (1, 0),
+        "one upload, and the create right after it asks nothing"
+    );
+    let blobs = blossom.blobs();
+    assert_eq!(blobs.len(), 1, "the cover is on the media server");
+    let sha = blobs[0].sha256.clone();
+    blossom.forget(&sha);
+    b.restart();
+    env.wait_out_quiet_period(&key.on(Network::Nostr)).await;
+    let settled = env.retry(&key).await;
+    assert!(
+        matches!(
+            kind(&settled),
+            OutcomeKind::AlreadyPosted | OutcomeKind::Posted
+        ),
+        "{settled:?}"
+    );
+    assert_eq!(blossom.heads(), 1, "the replay looked for the blob");
+    assert_eq!(blossom.uploads(), 2, "and put it back");
+    assert!(
+        blossom.blob(&sha).is_some(),
+        "the blob the note names is there again"
+    );
+    let (on_a, on_b) = (ids_on(&a.url(), &key).await, ids_on(&b.url(), &key).await);
+    assert_eq!(on_a.len(), 1, "{on_a:?}");
+    assert_eq!(on_a, on_b, "the same event on both relays");
+    let note = notes(&a.url(), &author())
+        .await
+        .into_iter()
+        .find(|e| e["id"] == on_a[0])
+        .expect("note");
+    assert!(
+        note["tags"].to_string().contains(&format!("x {sha}")),
+        "the note names the blob: {note}"
+    );
+    println!("figures: blob dropped before the replay → 1 HEAD, 2 uploads, 1 event on each relay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

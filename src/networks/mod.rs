@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod auth;
 pub mod capabilities;
+pub mod fresh;
 pub mod graph;
 pub mod http;
 pub mod links;

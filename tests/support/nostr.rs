@@ -234,6 +234,7 @@ pub const BLOSSOM_MAX: usize = 10 * 1024 * 1024;
 struct Blobs {
     stored: BTreeMap<String, Received>,
     uploads: u64,
+    heads: u64,
     refusals: Vec<(u16, String)>,
     /// Only these pubkeys may upload (`None`: anyone).
     allowed: Option<Vec<String>>,
@@ -358,6 +359,28 @@ impl Respond for Upload {
     }
 }
 
+/// `HEAD /<sha256>` (BUD-01): 200 with the blob's type and length when stored, else 404.
+struct Has {
+    blobs: Arc<Mutex<Blobs>>,
+}
+
+impl Respond for Has {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut b = self.blobs.lock().expect("lock");
+        b.heads += 1;
+        let sha = req.url.path().trim_start_matches('/');
+        match b.stored.get(sha) {
+            Some(blob) => ResponseTemplate::new(200)
+                .insert_header(
+                    "Content-Type",
+                    blob.format.unwrap_or("application/octet-stream"),
+                )
+                .insert_header("Content-Length", blob.bytes.to_string().as_str()),
+            None => ResponseTemplate::new(404).insert_header("X-Reason", "Blob not found"),
+        }
+    }
+}
+
 impl BlossomFake {
     pub async fn start() -> Self {
         let server = MockServer::start().await;
@@ -370,7 +393,23 @@ impl BlossomFake {
             })
             .mount(&server)
             .await;
+        Mock::given(method("HEAD"))
+            .respond_with(Has {
+                blobs: blobs.clone(),
+            })
+            .mount(&server)
+            .await;
         Self { server, blobs }
+    }
+
+    /// Drops the blob stored under `sha256` (a server that expired or deleted it).
+    pub fn forget(&self, sha256: &str) {
+        self.blobs.lock().expect("lock").stored.remove(sha256);
+    }
+
+    /// The `HEAD` requests asking for a blob.
+    pub fn heads(&self) -> u64 {
+        self.blobs.lock().expect("lock").heads
     }
 
     pub fn uri(&self) -> String {

@@ -31,10 +31,9 @@ pub use text::{
 pub use wire::{created_at, images_embed, is_tid, post_record, put_record_body, tid};
 pub use xrpc::{classify, Op};
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -43,6 +42,7 @@ use tokio::sync::Mutex;
 
 use crate::networks::capabilities::{Counting, Idempotency, ImageLimits, Links, TextLimit};
 use crate::image::{Format, Formats};
+use crate::networks::fresh::FreshUploads;
 use crate::networks::http::Transport;
 use crate::networks::show::dry_id;
 use crate::networks::{
@@ -108,32 +108,14 @@ fn capabilities() -> Capabilities {
 /// well inside the time a PDS keeps a blob no record references ("minutes").
 const FRESH_FOR: Duration = Duration::from_secs(60);
 
-/// The record keys prepared in this process just after their image was uploaded, and when.
-/// The attempt's create that follows need not upload the image again; a replay (a later
-/// attempt, or any second create of the key) does, because the PDS collects blobs no record
-/// references.
-#[derive(Debug, Default)]
-struct FreshUploads(std::sync::Mutex<HashMap<String, Instant>>);
-
-impl FreshUploads {
-    fn mark(&self, post: &PreparedPost) {
-        if record_blob(&post.body).is_none() {
-            return;
-        }
-        if let Some(rkey) = &post.key {
-            let mut fresh = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            fresh.retain(|_, at| at.elapsed() < FRESH_FOR);
-            fresh.insert(rkey.clone(), Instant::now());
-        }
+/// Marks the record key of `post` as prepared just after its image was uploaded: the
+/// attempt's create that follows need not upload it again ([`FreshUploads`]).
+fn mark_fresh(fresh: &FreshUploads, post: &PreparedPost) {
+    if record_blob(&post.body).is_none() {
+        return;
     }
-
-    /// Whether `rkey` was prepared just after its upload, recently enough; forgets it either
-    /// way (only the first create may skip the upload).
-    fn take(&self, rkey: &str) -> bool {
-        let mut fresh = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        fresh
-            .remove(rkey)
-            .is_some_and(|at| at.elapsed() < FRESH_FOR)
+    if let Some(rkey) = &post.key {
+        fresh.mark(rkey);
     }
 }
 
@@ -234,7 +216,7 @@ impl BlueskyAdapter {
             session: Mutex::new(None),
             langs: vec![],
             store: None,
-            fresh: FreshUploads::default(),
+            fresh: FreshUploads::new(FRESH_FOR),
         }
     }
 
@@ -416,7 +398,7 @@ impl NetworkAdapter for BlueskyAdapter {
     /// follows need not upload it again).
     fn prepare(&self, text: &str, media: &MediaRef, _idempotency: &str) -> PreparedPost {
         let post = prepared(&self.identifier, text, media, &self.langs);
-        self.fresh.mark(&post);
+        mark_fresh(&self.fresh, &post);
         post
     }
 

@@ -3,6 +3,7 @@
 //! 24242 event>`; `201` (stored now) or `200` (already there) with the blob descriptor
 //! (`url`, `sha256`, `size`, `type`). Blobs are addressed by their hash, so an upload repeated
 //! is the same blob at the same URL: safe to repeat. `X-Reason` carries the server's words.
+//! Before a replay the blob is looked for (`HEAD <url>`) and put back when it is gone.
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -85,6 +86,35 @@ pub async fn upload(
             message: format!("the Blossom server answered {s}: {said}"),
         }),
         _ => Err(refused(format!("the Blossom server refused the upload: {said}"))),
+    }
+}
+
+/// Makes sure the blob at `url` is still on the server before a note that names it goes out
+/// again: `HEAD` it (BUD-01), and upload `media` once more when the server answers 404 (the
+/// same bytes are the same blob at the same URL). Any other answer, or none, leaves it be: the
+/// blob may well be there, and the note names the URL either way.
+///
+/// # Errors
+/// The upload's, when the blob was gone and could not be put back: the note is not sent with
+/// a picture that is missing.
+pub async fn ensure(
+    http: &reqwest::Client,
+    base: &str,
+    keys: &Keys,
+    url: &str,
+    media: &Media,
+    timeout: std::time::Duration,
+) -> Result<(), PostError> {
+    match http.head(url).timeout(timeout).send().await {
+        Ok(r) if r.status().as_u16() == 404 => {
+            tracing::info!(network = NETWORK, "the Blossom blob is gone; uploading the cover again");
+            upload(http, base, keys, media, timeout).await.map(|_| ())
+        }
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::warn!(network = NETWORK, error = %crate::networks::http::chain(e), "could not ask the Blossom server for the blob; sending the note as it is");
+            Ok(())
+        }
     }
 }
 

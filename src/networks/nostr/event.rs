@@ -220,6 +220,17 @@ pub fn imeta_tag(url: &str, mime: &str, sha256: Option<&str>, alt: Option<&str>)
     tag
 }
 
+/// The URL an `imeta` tag of `event` gives the blob whose hash (`x`) is `sha256`.
+pub fn imeta_url(event: &Event, sha256: &str) -> Option<String> {
+    let x = format!("x {sha256}");
+    event
+        .tags
+        .iter()
+        .filter(|t| t.first().map(String::as_str) == Some("imeta") && t.contains(&x))
+        .find_map(|t| t.iter().find_map(|f| f.strip_prefix("url ")))
+        .map(str::to_owned)
+}
+
 /// The Blossom upload authorization (BUD-01/02): kind 24242, `t upload`, the blob's `x`, an
 /// `expiration` five minutes on; `Authorization: Nostr <base64url of it>`.
 pub fn blossom_auth(keys: &Keys, sha256: &str, now: u64) -> String {

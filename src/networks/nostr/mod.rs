@@ -45,7 +45,8 @@ use crate::networks::{
     Capabilities, Created, Media, MediaRef, Network, NetworkAdapter, PostError, PreparedPost,
     Spread,
 };
-use event::{hashtag_tags, imeta_tag, Event, Keys, KIND_NOTE};
+use crate::networks::fresh::FreshUploads;
+use event::{hashtag_tags, imeta_tag, imeta_url, Event, Keys, KIND_NOTE};
 use relay::Published;
 
 /// How [`PostError`]s name this network.
@@ -55,6 +56,9 @@ pub const NETWORK: &str = "Nostr";
 pub const MAX_TEXT: usize = 3000;
 /// The largest cover sent to a Blossom server (servers set their own limit and answer 413).
 pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// How long after an upload its blob is taken to be there for the create of the same attempt.
+const FRESH_FOR: Duration = Duration::from_secs(60);
 
 /// The public page of a note (a gateway's convention; Nostr has no canonical web URL).
 pub fn note_url(note_id: &str) -> String {
@@ -71,6 +75,9 @@ pub struct NostrAdapter {
     blossom: Option<String>,
     timeout: Duration,
     dry: bool,
+    /// The blobs this process uploaded a moment ago (by hash): the create of the same attempt
+    /// does not look for them again; a replay does.
+    fresh: FreshUploads,
 }
 
 impl NostrAdapter {
@@ -92,6 +99,7 @@ impl NostrAdapter {
             blossom,
             timeout,
             dry: false,
+            fresh: FreshUploads::new(FRESH_FOR),
         }
     }
 
@@ -154,6 +162,23 @@ impl NostrAdapter {
             url: Some(note_url(&note)),
             cid: None,
         }
+    }
+
+    /// Before a replay of a note whose cover is on the Blossom server (`media`, fetched again
+    /// by the pipeline: its hash names the blob): the blob is looked for there and put back
+    /// when it is gone. Not for the create right after this process's own upload.
+    async fn blob_still_there(&self, event: &Event, media: &Media) -> Result<(), PostError> {
+        let Some(base) = self.blossom.as_deref().filter(|_| !media.bytes.is_empty()) else {
+            return Ok(());
+        };
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&media.bytes));
+        let Some(url) = imeta_url(event, &sha) else {
+            return Ok(());
+        };
+        if self.fresh.take(&sha) {
+            return Ok(());
+        }
+        blossom::ensure(&self.http, base, &self.keys, &url, media, self.timeout).await
     }
 
     /// `event` to every relay at once, each answer logged.
@@ -292,6 +317,9 @@ impl NetworkAdapter for NostrAdapter {
         }
         let mut uploaded =
             blossom::upload(&self.http, base, &self.keys, media, self.timeout).await?;
+        if let Some(sha) = uploaded.0.get("sha256").and_then(Value::as_str) {
+            self.fresh.mark(sha);
+        }
         if let (Some(obj), Some(alt)) = (uploaded.0.as_object_mut(), &media.alt) {
             obj.insert("alt".into(), json!(alt));
         }
@@ -338,7 +366,7 @@ impl NetworkAdapter for NostrAdapter {
     }
 
     /// The kept event to every relay at once; `posted` once enough of them hold it.
-    async fn create(&self, post: &PreparedPost, _media: &Media) -> Result<Created, PostError> {
+    async fn create(&self, post: &PreparedPost, media: &Media) -> Result<Created, PostError> {
         let event = Self::kept_event(post)?;
         if self.dry {
             for url in &self.relays {
@@ -350,6 +378,7 @@ impl NetworkAdapter for NostrAdapter {
                 cid: None,
             });
         }
+        self.blob_still_there(&event, media).await?;
         let answers = self.send_everywhere(&event).await;
         self.judge(&event, &answers)
     }
