@@ -204,7 +204,8 @@ impl S3Host {
 }
 
 /// Whether S3's answer may change on a retry: a server error, a throttle or a timeout, or
-/// temporary credentials that expired (Lambda's are renewed) or a clock that drifted.
+/// temporary credentials that expired (Lambda's are renewed), a clock that drifted, or a
+/// conflicting operation on the bucket still in progress.
 fn answer_is_transient(status: u16, code: &str) -> bool {
     status >= 500
         || status == 408
@@ -212,6 +213,8 @@ fn answer_is_transient(status: u16, code: &str) -> bool {
         || matches!(
             code,
             "ExpiredToken"
+                | "TokenRefreshRequired"
+                | "OperationAborted"
                 | "RequestTimeTooSkewed"
                 | "SlowDown"
                 | "RequestTimeout"
@@ -297,6 +300,8 @@ mod tests {
             (400, "ExpiredToken"),
             (403, "RequestTimeTooSkewed"),
             (408, ""),
+            (409, "OperationAborted"),
+            (400, "TokenRefreshRequired"),
         ] {
             assert!(answer_is_transient(status, code), "{status} {code}");
         }

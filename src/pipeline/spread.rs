@@ -44,10 +44,11 @@ impl Lane {
     /// Sends a due `posted` draft's kept request again, and notes when the next send is due
     /// (`None`: done, the request dropped).
     async fn spread(&self, key: &PostKey, dl: &Deadline, draft: &Draft, now: i64) -> Spreading {
-        let posted_at = draft
-            .record
-            .as_ref()
-            .map_or(draft.updated_at, |r| r.posted_at);
+        // Never `updated_at`, which each of these writes moves on.
+        let posted_at = draft.record.as_ref().map(|r| r.posted_at);
+        let posted_at = posted_at
+            .or(draft.pending.as_ref().map(|p| p.at))
+            .unwrap_or(0);
         let age = now.saturating_sub(posted_at);
         let again = (age < SPREAD_FOR_S).then(|| now + self.spread_gap(age));
         let (complete, detail, next) = match &draft.pending {

@@ -355,8 +355,8 @@ pub enum DraftUpdate {
     },
     /// The owner cancelled it: status `cancelled`, out of the due index.
     Cancel,
-    /// A recorded post its network can still spread (capability `spreads`: a Nostr note to
-    /// the relays that lack it), applied to a `posted` draft: `pending`, when given, is kept
+    /// A recorded post its network can still spread (capability `spreads`: the places that
+    /// still lack it), applied to a `posted` draft: `pending`, when given, is kept
     /// as the request a later sweep sends again; due again at `next` (Unix seconds), or, with
     /// `next: None`, done spreading: the request is dropped and the draft leaves the due index.
     Spread {

@@ -95,8 +95,8 @@ pub async fn upload(
 /// blob may well be there, and the note names the URL either way.
 ///
 /// # Errors
-/// The upload's, when the blob was gone and could not be put back: the note is not sent with
-/// a picture that is missing.
+/// The upload's, when the blob was gone and could not be put back (the caller says so and
+/// sends the note all the same).
 pub async fn ensure(
     http: &reqwest::Client,
     base: &str,

@@ -83,7 +83,12 @@ pub(super) fn apply(draft: &mut Draft, update: &DraftUpdate, now: i64) {
             draft.retryable = true;
         }
         DraftUpdate::Spread { pending, next } => match (pending, next) {
-            (Some(p), Some(_)) => draft.pending = Some(PendingPost::clone(p)),
+            (Some(p), Some(_)) => {
+                // As the other stores keep it: the request, without its re-send time.
+                let mut kept = PendingPost::clone(p);
+                kept.last_sent_at = None;
+                draft.pending = Some(kept);
+            }
             (None, Some(_)) => {}
             (_, None) => draft.pending = None,
         },
