@@ -586,11 +586,12 @@ struct Case {
 /// vanishing. After sweeps (past every quiet period and claim), each target is posted once and
 /// recorded, or it was told exactly once (the sweeper's message at the Telegram fake) and shows
 /// in `status --all`, with at most `POSTONCE_MAX_ATTEMPTS` automatic tries; further sweeps send
-/// nothing and re-send nothing. Seven networks: the five first, Discord and the Facebook Page.
+/// nothing and re-send nothing. Eight networks: the five first, Discord, the Facebook Page and
+/// Instagram.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stuck_draft_is_posted_or_told_once() {
     let _turn = TURN.lock().await;
-    let env = Env::with_networks(Stores::Real, &STUCK_VARS, &SEVEN).await;
+    let env = Env::with_networks(Stores::Real, &STUCK_VARS, &EIGHT).await;
     // LinkedIn settles by its duplicate answer: the fake has its real race.
     env.linkedin.set_duplicate_check(LinkedInCheck::Racy {
         processing: Duration::from_millis(50),
@@ -602,12 +603,12 @@ async fn every_stuck_draft_is_posted_or_told_once() {
     // nonce check is as Discord has it: a repeat inside the window answered with the first
     // message; after a crash the sweeps read the channel back.
     env.facebook().set_duplicate_check(false);
-    stuck_drafts_property(&env, &SEVEN).await;
+    stuck_drafts_property(&env, &EIGHT).await;
 }
 
 /// The five first networks and the later ones the property runs on, killed together (one run
 /// per network at once), in one environment.
-const SEVEN: [Network; 7] = [
+const EIGHT: [Network; 8] = [
     Network::Linkedin,
     Network::X,
     Network::Telegram,
@@ -615,6 +616,7 @@ const SEVEN: [Network; 7] = [
     Network::Bluesky,
     Network::Discord,
     Network::Facebook,
+    Network::Instagram,
 ];
 
 /// What the property's environments set: a quiet period of 2 s, a 10 s function and a 12 s
@@ -672,13 +674,24 @@ async fn stuck_drafts_property(env: &Env, networks: &[Network]) {
             let mut round = Vec::new();
             for &n in networks {
                 let key = env.key();
-                let image = format!("/p-{}.png", key.slug());
                 let times = if world == "every image vanishes" {
                     1
                 } else {
                     1000
                 };
-                env.images.vanishing(&image, times).await;
+                // Instagram takes JPEG only (and fetches the cover itself: no rendition).
+                let image = if n == Network::Instagram {
+                    let image = format!("/p-{}.jpg", key.slug());
+                    let jpeg = support::covers::jpeg(1080, 1080, 85);
+                    env.images
+                        .vanishing_as(&image, times, jpeg, "image/jpeg")
+                        .await;
+                    image
+                } else {
+                    let image = format!("/p-{}.png", key.slug());
+                    env.images.vanishing(&image, times).await;
+                    image
+                };
                 round.push((key, n, image));
             }
             fail::cfg(point, "return(sleep:30000)").expect("fail point");

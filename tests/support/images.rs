@@ -138,9 +138,14 @@ impl ImageHost {
     /// Serves the cover at `p` `times` times, then answers 404 there: an image that vanishes
     /// after the run fetched it.
     pub async fn vanishing(&self, p: &str, times: u64) {
+        self.vanishing_as(p, times, png_bytes(), "image/png").await;
+    }
+
+    /// [`Self::vanishing`] with these bytes of this type.
+    pub async fn vanishing_as(&self, p: &str, times: u64, bytes: Vec<u8>, content_type: &str) {
         Mock::given(method("GET"))
             .and(path(p.to_owned()))
-            .respond_with(ResponseTemplate::new(200).set_body_raw(png_bytes(), "image/png"))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(bytes, content_type))
             .up_to_n_times(times)
             .with_priority(1)
             .mount(&self.server)
