@@ -478,12 +478,19 @@ def counting_phase(args, svc, logdir):
             _, body, fields = keys.body("d")
             counted("bare new", lambda: bare.run(bare_line("new", fields)))
             counted("bare posted", lambda: bare.run(bare_line("posted", fields)))
+        # A cold run of each, exec to exit, as the cold phase makes them: the start's requests
+        # (the stored credentials' read, the connections' set-up) with the run's.
+        _, _, fields = keys.body("e")
+        counted("postonce cold", lambda: cold_postonce(args.postonce, env, fields))
+        _, _, fields = keys.body("f")
+        counted("bare cold", lambda: cold_bare(args.bare, env, fields))
     finally:
         serve.stop()
         bare.stop()
     result = {}
     for name, runs in seqs.items():
-        steady = runs[1:]
+        # The first warm run of each warms connections and scripts; a cold run is one on its own.
+        steady = runs if name.endswith(" cold") else runs[1:]
         r = [len(s[0]) for s in steady]
         d = [len(s[1]) for s in steady]
         img = [s[2] for s in steady]
@@ -547,6 +554,25 @@ def wait_child(p, t0, rss_file):
     return wall, rss_kb / 1024, (ru.ru_utime + ru.ru_stime) * 1000
 
 
+def post_cmd(binary, f):
+    """`postonce post` of the draft `f` (a Keys body's fields), as a person or CI would."""
+    return [binary, "post", "--kind", f["kind"], "--slug", f["slug"], "--caption", f["caption"],
+            "--image", f["image_url"], "--link", f["link"], "--json"]
+
+
+def cold_postonce(binary, env, f):
+    p = subprocess.run(post_cmd(binary, f), env=env, capture_output=True)
+    if p.returncode != 0 or b'"posted"' not in p.stdout:
+        raise SystemExit(f"cold run failed ({p.returncode}): {p.stdout[:300]!r}")
+
+
+def cold_bare(binary, env, f):
+    out = subprocess.run([binary], env=env, input=bare_line("new", f).encode() + b"\n",
+                         capture_output=True).stdout
+    if b"ok posted" not in out:
+        raise SystemExit(f"bare cold run failed: {out[:300]!r}")
+
+
 def cold_runs(args, svc, n, peers=()):
     """Exec → a full new-key dry run done → exit, for postonce (`postonce post`), the bare
     client (one line on stdin) and each peer (`--once <key>`), alternated; wall, peak RSS and
@@ -557,8 +583,7 @@ def cold_runs(args, svc, n, peers=()):
     keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
     for _ in range(n):
         _, _, f = keys.body("cold")
-        cmd = [args.postonce, "post", "--kind", f["kind"], "--slug", f["slug"], "--caption",
-               f["caption"], "--image", f["image_url"], "--link", f["link"], "--json"]
+        cmd = post_cmd(args.postonce, f)
         t0 = time.perf_counter()
         p = subprocess.Popen(timed(cmd, rss_file), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
@@ -632,15 +657,17 @@ def main():
                 peers.remove(name)
 
         counts = counting_phase(args, svc, logdir)
-        for name in ("postonce new", "bare new", "postonce posted", "bare posted"):
+        for name in ("postonce new", "bare new", "postonce posted", "bare posted",
+                     "postonce cold", "bare cold"):
             r, d, (rseq, dseq), img = counts[name]
             print(f"  {name:16} image {img}, Redis {r} [{'; '.join(strip_keys(rseq))}]", flush=True)
             print(f"  {'':16} DynamoDB {d} [{'; '.join(strip_keys(dseq))}]", flush=True)
-        for kind in ("new", "posted"):
+        for kind in ("new", "posted", "cold"):
             a, b = counts[f"postonce {kind}"][2], counts[f"bare {kind}"][2]
             same = ([strip_keys(x) for x in a] == [strip_keys(x) for x in b]
                     and counts[f"postonce {kind}"][3] == counts[f"bare {kind}"][3])
-            print(f"  the bare client's {kind}-key requests are postonce's: {'yes' if same else 'NO'}",
+            what = "cold-run" if kind == "cold" else f"{kind}-key"
+            print(f"  the bare client's {what} requests are postonce's: {'yes' if same else 'NO'}",
                   flush=True)
         if peers:
             counts.update(peer_counting(args, svc, logdir, peers))

@@ -7,7 +7,9 @@
 //! Protocol: one tab-separated line per run on stdin, one line back on stdout.
 //! `new  <key> <caption> <image URL> <link> <caption hash>` → a new key's run;
 //! `posted <key> <caption> <image URL> <link> <caption hash>` → an already-posted key's run;
-//! each answers `ok <outcome>`. It prints `ready` once its clients are built.
+//! each answers `ok <outcome>`. It prints `ready` once its clients are built and it has made
+//! the one request postonce's start makes before a dry run (the stored credentials' GetItem),
+//! so that a cold run of each makes the same requests.
 //!
 //! Configuration: the same variables as postonce (`REDIS_URL`, `POSTONCE_TABLE`,
 //! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_REGION`, static credentials).
@@ -118,6 +120,20 @@ impl Bare {
 
     fn name(&self, what: &str, key: &str) -> String {
         format!("{NS}{what}:{key}")
+    }
+
+    /// What postonce's start reads before its first run when some network has no credential
+    /// in its variables, as in a dry run: the stored credentials, one consistent GetItem of
+    /// `secret:credentials` (README "Getting credentials"). Absent here; only the request counts.
+    async fn stored_credentials(&self) -> Result<(), Error> {
+        self.dynamo
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(pk("secret:credentials".to_owned())))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// The draft the trigger carried: one UpdateItem, conditional on the draft not being
@@ -402,6 +418,7 @@ impl Bare {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut bare = Bare::build().await?;
+    bare.stored_credentials().await?;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     writeln!(out, "ready")?;

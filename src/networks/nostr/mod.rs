@@ -33,6 +33,7 @@ mod tests;
 
 pub use config::DEFINITION;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -69,7 +70,9 @@ pub fn note_url(note_id: &str) -> String {
 #[derive(Debug)]
 pub struct NostrAdapter {
     http: reqwest::Client,
-    keys: Keys,
+    /// The configured key; a dry run's throwaway key is made at its first signature, so that a
+    /// start whose drafts never go to Nostr does not pay for one.
+    keys: OnceLock<Keys>,
     relays: Vec<String>,
     min_relays: usize,
     blossom: Option<String>,
@@ -91,6 +94,34 @@ impl NostrAdapter {
         blossom: Option<String>,
         timeout: Duration,
     ) -> Self {
+        Self::with_keys(http, OnceLock::from(keys), relays, min_relays, blossom, timeout)
+    }
+
+    /// Without a key or relays: shows the event (signed with a throwaway key) and sends
+    /// nothing.
+    pub fn dry_run(http: reqwest::Client, relays: Vec<String>, blossom: Option<String>) -> Self {
+        let mut a = Self::with_keys(
+            http,
+            OnceLock::new(),
+            relays,
+            1,
+            blossom,
+            Duration::from_secs(10),
+        );
+        a.dry = true;
+        a
+    }
+
+    /// [`Self::new`] with the key given as the slot [`Self::keys`] reads: filled, or empty
+    /// for a dry run's throwaway key.
+    fn with_keys(
+        http: reqwest::Client,
+        keys: OnceLock<Keys>,
+        relays: Vec<String>,
+        min_relays: usize,
+        blossom: Option<String>,
+        timeout: Duration,
+    ) -> Self {
         Self {
             http,
             keys,
@@ -103,19 +134,9 @@ impl NostrAdapter {
         }
     }
 
-    /// Without a key or relays: shows the event (signed with a throwaway key) and sends
-    /// nothing.
-    pub fn dry_run(http: reqwest::Client, relays: Vec<String>, blossom: Option<String>) -> Self {
-        let mut a = Self::new(
-            http,
-            Keys::generate(),
-            relays,
-            1,
-            blossom,
-            Duration::from_secs(10),
-        );
-        a.dry = true;
-        a
+    /// The key that signs: the configured one, or a dry run's throwaway key.
+    fn keys(&self) -> &Keys {
+        self.keys.get_or_init(Keys::generate)
     }
 
     /// One relay's share of the budget: the create as a whole runs under the same budget in
@@ -152,7 +173,7 @@ impl NostrAdapter {
             tags.push(imeta_tag(url, m, x, alt));
         }
         let now = u64::try_from(crate::record::now_s()).unwrap_or(0);
-        self.keys.sign(now, KIND_NOTE, tags, content)
+        self.keys().sign(now, KIND_NOTE, tags, content)
     }
 
     fn created(&self, event: &Event) -> Created {
@@ -184,7 +205,7 @@ impl NostrAdapter {
         let share = self.timeout / 4;
         let checked = tokio::time::timeout(
             share,
-            blossom::ensure(&self.http, base, &self.keys, &url, media, share),
+            blossom::ensure(&self.http, base, self.keys(), &url, media, share),
         )
         .await;
         let why = match checked {
@@ -331,7 +352,7 @@ impl NetworkAdapter for NostrAdapter {
             return Ok(MediaRef(json!({"url": format!("{base}/{sha}"), "sha256": sha, "m": media.content_type, "alt": media.alt})));
         }
         let mut uploaded =
-            blossom::upload(&self.http, base, &self.keys, media, self.timeout).await?;
+            blossom::upload(&self.http, base, self.keys(), media, self.timeout).await?;
         if let Some(sha) = uploaded.0.get("sha256").and_then(Value::as_str) {
             self.fresh.mark(sha);
         }
@@ -485,7 +506,7 @@ impl NetworkAdapter for NostrAdapter {
         }
         Ok(format!(
             "{} posts to {reachable} of {} relays (at least {} must take each note)",
-            self.keys.npub(),
+            self.keys().npub(),
             self.relays.len(),
             self.min_relays
         ))
