@@ -636,8 +636,13 @@ def main():
     ap.add_argument("--postonce", required=True)
     ap.add_argument("--bare", required=True)
     ap.add_argument("--ddb-dir", required=True)
+    ap.add_argument("--postgres", metavar="BINARY",
+                    help="also the PostgreSQL phase (bench/pg_phase.py), with this postonce built "
+                         "with the `postgres` feature")
+    ap.add_argument("--pg-runs", type=int, help="PostgreSQL CPU-phase iterations (default --runs)")
     ap.add_argument("--keep", action="store_true", help="keep the logs folder")
     args = ap.parse_args()
+    args.pg_runs = args.pg_runs or args.runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     peers = install_peers() if args.peers else []
 
@@ -735,6 +740,9 @@ def main():
         (cold_ms, cold_rss, cold_cpu), (bcold_ms, bcold_rss, bcold_cpu), peer_cold = cold_runs(
             args, svc, args.cold, peers)
         size, unstripped = stripped_size(args.postonce)
+        if args.postgres:
+            import pg_phase
+            pg_counts, pg_cpu = pg_phase.run(args, svc.image_port, logdir)
     finally:
         svc.stop()
 
@@ -814,6 +822,15 @@ def main():
     if args.peers and not peers:
         print()
         print("--peers: no peer could be installed or started (see above)")
+    if args.postgres:
+        print()
+        print(f"PostgreSQL (claims in the database, no Redis; `postonce serve` built with the "
+              f"`postgres` feature; {args.pg_runs} runs per kind, interleaved):")
+        print()
+        print("| | postonce | bare client | postonce ÷ bare |")
+        print("|---|---|---|---|")
+        for r in pg_phase.rows(pg_counts, pg_cpu, ratio):
+            print("| " + " | ".join(r) + " |")
 
 
 if __name__ == "__main__":

@@ -224,9 +224,10 @@ def pg_bin(name):
 class Postgres:
     """A server of its own (initdb as the unprivileged `postgres` user, which initdb needs when
     this runs as root; a free port; a temporary folder), as tests/support/services.rs starts
-    one."""
+    one. With `log`, the server's log goes to that file (bench/pg_phase.py reads the statements
+    it executes from it)."""
 
-    def __init__(self):
+    def __init__(self, log=None):
         self.dir = tempfile.mkdtemp(prefix="postonce-bench-pg-")
         self.port = bench.free_port()
         user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
@@ -239,8 +240,10 @@ class Postgres:
         self.proc = bench.start(
             [*user, pg_bin("postgres"), "-D", f"{self.dir}/data", "-p", str(self.port), "-k",
              self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-             "-c", "full_page_writes=off", "-c", "shared_buffers=64MB"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "-c", "full_page_writes=off", "-c", "shared_buffers=64MB",
+             "-c", "log_line_prefix=%m [%p] "],
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "w") if log else subprocess.DEVNULL)
         bench.wait_port(self.port, self.proc)
         for _ in range(100):
             if subprocess.run([pg_bin("pg_isready"), "-q", "-h", "127.0.0.1", "-p",

@@ -12,7 +12,10 @@
 //! so that a cold run of each makes the same requests.
 //!
 //! Configuration: the same variables as postonce (`REDIS_URL`, `POSTONCE_TABLE`,
-//! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_REGION`, static credentials).
+//! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_REGION`, static credentials); with `DATABASE_URL`, the
+//! PostgreSQL mode instead ([`pg`]: the self-hosters' store, the claims in the database).
+
+mod pg;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -51,9 +54,20 @@ fn pk(name: String) -> Item {
 }
 
 fn now() -> i64 {
+    now_ms() / 1000
+}
+
+fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0))
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+fn http_client() -> Result<reqwest::Client, Error> {
+    Ok(reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build()?)
 }
 
 struct Bare {
@@ -104,10 +118,7 @@ impl Bare {
         if let Ok(ep) = std::env::var("AWS_ENDPOINT_URL_DYNAMODB") {
             builder = builder.endpoint_url(ep);
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .build()?;
+        let http = http_client()?;
         Ok(Self {
             redis,
             release: Script::new(RELEASE),
@@ -293,7 +304,11 @@ impl Bare {
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(update).build())
             .transact_items(TransactWriteItem::builder().condition_check(record).build())
-            .transact_items(TransactWriteItem::builder().condition_check(caption).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(caption)
+                    .build(),
+            )
             .send()
             .await?;
         Ok(())
@@ -388,20 +403,47 @@ impl Bare {
         Ok(())
     }
 
-    async fn run(&mut self, new: bool, r: &Run<'_>) -> Result<&'static str, Error> {
-        self.runs += 1;
-        let token = format!("run-{:032x}", self.runs);
-        let outcome = if self.save_draft(r).await? {
-            "already_posted"
-        } else {
-            if !self.claim(r, &token).await? {
-                return Ok("being_posted");
+    async fn run(&mut self, r: &Run<'_>, token: &str) -> Result<&'static str, Error> {
+        if self.save_draft(r).await? {
+            return Ok("already_posted");
+        }
+        if !self.claim(r, token).await? {
+            return Ok("being_posted");
+        }
+        self.image(r).await?;
+        self.intent(r, token).await?;
+        self.record(r, token).await?;
+        self.release(r, token).await?;
+        Ok("posted")
+    }
+}
+
+/// The store the runs go to: DynamoDB and Redis, or PostgreSQL alone.
+enum Mode {
+    Aws(Bare),
+    Pg(pg::Pg),
+}
+
+impl Mode {
+    async fn build() -> Result<Self, Error> {
+        match std::env::var("DATABASE_URL") {
+            Ok(url) => Ok(Self::Pg(pg::Pg::build(&url, http_client()?).await?)),
+            Err(_) => {
+                let bare = Bare::build().await?;
+                bare.stored_credentials().await?;
+                Ok(Self::Aws(bare))
             }
-            self.image(r).await?;
-            self.intent(r, &token).await?;
-            self.record(r, &token).await?;
-            self.release(r, &token).await?;
-            "posted"
+        }
+    }
+
+    async fn run(&mut self, new: bool, r: &Run<'_>, n: u64) -> Result<&'static str, Error> {
+        let token = format!("run-{n:032x}");
+        let outcome = match self {
+            Self::Aws(b) => {
+                b.runs = n;
+                b.run(r, &token).await?
+            }
+            Self::Pg(p) => p.run(r, &token, n).await?,
         };
         if new != (outcome == "posted") {
             return Err(format!(
@@ -417,8 +459,8 @@ impl Bare {
 // The same runtime flavour as postonce's binary (src/main.rs), so the ratio compares work.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let mut bare = Bare::build().await?;
-    bare.stored_credentials().await?;
+    let mut mode = Mode::build().await?;
+    let mut runs = 0;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     writeln!(out, "ready")?;
@@ -441,7 +483,8 @@ async fn main() -> Result<(), Error> {
             link,
             hash,
         };
-        match bare.run(what == "new", &run).await {
+        runs += 1;
+        match mode.run(what == "new", &run, runs).await {
             Ok(outcome) => writeln!(out, "ok {outcome}")?,
             Err(e) => writeln!(out, "error: {e}")?,
         }
