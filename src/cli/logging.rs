@@ -31,6 +31,7 @@ pub(super) fn init_logging(verbose: u8, serving: bool) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter);
     let blocks = (!serving).then(|| {
+        crate::networks::show::show_as_blocks();
         DryRunBlocks.with_filter(tracing_subscriber::filter::filter_fn(|m| {
             m.target() == crate::networks::show::SHOWN
         }))

@@ -1,13 +1,24 @@
-//! What every dry run shares: the requests it would send, shown as tracing events (the CLI
-//! prints them as blocks), and the mark on the ids it makes up so that nobody mistakes them
-//! for real ones.
+//! What every dry run shares: the requests it would send, shown as tracing events (one line
+//! each in `serve`'s and Lambda's log; the CLI prints them as blocks), and the mark on the ids
+//! it makes up so that nobody mistakes them for real ones.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const SHOWN: &str = "postonce::dry_run";
+
+/// Whether shown requests are readable blocks (the CLI, for a person) rather than one line
+/// each (a log that a machine keeps: `serve`, Lambda). Set once, where the log is set up.
+static AS_BLOCKS: AtomicBool = AtomicBool::new(false);
+
+/// Shown requests as blocks from now on ([`request_block`]), for a person's terminal.
+pub fn show_as_blocks() {
+    AS_BLOCKS.store(true, Ordering::Relaxed);
+}
 
 /// The body of a shown request.
 pub enum ShownBody<'a> {
     None,
-    /// A JSON body, pretty-printed.
+    /// A JSON body: pretty-printed in a block, compact on a line.
     Json(&'a serde_json::Value),
     /// Form fields or a description of raw bytes, one line each.
     Lines(Vec<String>),
@@ -44,6 +55,42 @@ pub fn request_block(
     out
 }
 
+/// A request on one line, for a log: the method and URL, the headers in brackets (secrets
+/// already placeholders), then the body compact (form fields joined by `; `).
+pub fn request_line(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &ShownBody<'_>,
+) -> String {
+    let mut out = format!("{method} {url}");
+    if !headers.is_empty() {
+        out.push_str(" [");
+        for (i, (name, value)) in headers.iter().enumerate() {
+            if i > 0 {
+                out.push_str("; ");
+            }
+            out.push_str(name);
+            out.push_str(": ");
+            out.push_str(value);
+        }
+        out.push(']');
+    }
+    match body {
+        ShownBody::None => {}
+        ShownBody::Json(v) => {
+            out.push(' ');
+            out.push_str(&v.to_string());
+        }
+        ShownBody::Lines(lines) if !lines.is_empty() => {
+            out.push(' ');
+            out.push_str(&lines.join("; "));
+        }
+        ShownBody::Lines(_) => {}
+    }
+    out
+}
+
 /// A header's name as people write it (`content-type` → `Content-Type`).
 pub fn header_name(name: &str) -> String {
     name.split('-')
@@ -59,7 +106,11 @@ pub fn header_name(name: &str) -> String {
 
 /// Shows one request a dry run would send (at info, target [`SHOWN`]), sending nothing.
 pub fn show(method: &str, url: &str, headers: &[(&str, &str)], body: ShownBody<'_>) {
-    let block = request_block(method, url, headers, &body);
+    let block = if AS_BLOCKS.load(Ordering::Relaxed) {
+        request_block(method, url, headers, &body)
+    } else {
+        request_line(method, url, headers, &body)
+    };
     tracing::info!(target: SHOWN, dry_run = true, "would send {block}");
 }
 
@@ -92,5 +143,31 @@ mod tests {
         assert!(is_dry_run_urn(&format!("urn:li:share:{}", dry_id())));
         assert!(!is_dry_run_urn("urn:li:share:7"));
         assert_eq!(header_name("content-type"), "Content-Type");
+    }
+
+    #[test]
+    fn a_log_gets_one_line_and_a_person_a_block() {
+        let body = serde_json::json!({"commentary": "one\ntwo", "n": 1});
+        let h = [
+            ("Authorization", "Bearer <TOKEN>"),
+            ("Linkedin-Version", "202601"),
+        ];
+        let line = request_line("POST", "https://x.test/p", &h, &ShownBody::Json(&body));
+        assert_eq!(
+            line,
+            r#"POST https://x.test/p [Authorization: Bearer <TOKEN>; Linkedin-Version: 202601] {"commentary":"one\ntwo","n":1}"#
+        );
+        assert!(!line.contains('\n'));
+        let form = ShownBody::Lines(vec!["chat_id=@c".into(), "caption=\"a\"".into()]);
+        assert_eq!(
+            request_line("POST", "https://x.test/s", &[], &form),
+            r#"POST https://x.test/s chat_id=@c; caption="a""#
+        );
+        let block = request_block("POST", "https://x.test/p", &h, &ShownBody::Json(&body));
+        assert!(block.starts_with("POST https://x.test/p\n  Authorization: Bearer <TOKEN>\n"));
+        assert!(
+            block.contains("\n  {\n    \"commentary\": \"one\\ntwo\","),
+            "{block}"
+        );
     }
 }

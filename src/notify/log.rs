@@ -15,11 +15,14 @@ impl Notifier for LogNotifier {
         outcome: &Outcome,
         _edit: Option<MessageRef>,
     ) -> Result<(), NotifyError> {
-        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.post_id, "report: {}", outcome.report_text());
+        // One log line per report: the message's lines joined.
+        let text = outcome.report_text().replace('\n', " / ");
+        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.post_id, "report: {text}");
         Ok(())
     }
 
     async fn tell(&self, text: &str, outcome: &Outcome) -> Result<(), NotifyError> {
+        let text = text.replace('\n', " / ");
         tracing::warn!(key = %outcome.key, "owner: {text}");
         Ok(())
     }

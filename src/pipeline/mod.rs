@@ -333,7 +333,9 @@ impl Lane {
 
     /// One target's run: `req.key` names the target. `seen`: its draft as the run's plan
     /// read it, for a trigger that carried none.
-    #[tracing::instrument(name = "target", skip_all, fields(target = %req.key, run = %req.run_id, source = req.source.as_str()))]
+    /// Its log lines carry the target's key; the run's id and source are the enclosing `run`
+    /// span's ([`Pipeline::run`], the only caller), not repeated on every line.
+    #[tracing::instrument(name = "target", skip_all, fields(target = %req.key))]
     pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
         let mut outcome = self.decide(req, &dl, seen).await;
         outcome.dry_run =
