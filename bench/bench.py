@@ -99,6 +99,20 @@ def vm_hwm_kb(pid):
     return 0
 
 
+def shuffled(steps):
+    """Runs the steps in a random order (the CPU phases interleave their sides so)."""
+    random.shuffle(steps)
+    for step in steps:
+        step()
+
+
+def progress(what, i, warm, runs, t0):
+    """A CPU phase's progress line, every 500 iterations (the warm-up counts as 0)."""
+    if (i + 1) % 500 == 0:
+        print(f"  … {what}{i + 1 - warm if i >= warm else 0}/{runs} runs "
+              f"({time.time() - t0:.0f}s)", flush=True)
+
+
 class Cpu:
     """CPU of one process, summed over the runs of one kind."""
 
@@ -713,9 +727,7 @@ def main():
             wkeys = {n: keys.body(PEERS[n][4])[0] for n in workers}
             steps += [(n, lambda n=n, w=w: (cpu[f"{n} new"] if i >= warm else Cpu(w.proc.pid)).measure(
                 lambda: w.run("new", wkeys[n]))) for n, w in workers.items()]
-            random.shuffle(steps)
-            for _, step in steps:
-                step()
+            shuffled([step for _, step in steps])
             steps = [
                 lambda: (cpu["p posted"] if i >= warm else Cpu(serve.proc.pid)).measure(
                     lambda: expect(*serve.post(pbody), "already_posted", "postonce posted")),
@@ -724,12 +736,8 @@ def main():
             ]
             steps += [lambda n=n, w=w: (cpu[f"{n} posted"] if i >= warm else Cpu(w.proc.pid)).measure(
                 lambda: w.run("posted", wkeys[n])) for n, w in workers.items()]
-            random.shuffle(steps)
-            for step in steps:
-                step()
-            if (i + 1) % 500 == 0:
-                print(f"  … {i + 1 - warm if i >= warm else 0}/{args.runs} runs "
-                      f"({time.time() - t_start:.0f}s)", flush=True)
+            shuffled(steps)
+            progress("", i, warm, args.runs, t_start)
         serve_hwm = serve.stop()
         local.stop()
         bare_hwm = bare.stop()

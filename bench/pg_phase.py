@@ -11,7 +11,6 @@ its own (bench/sweep.py's `Postgres`: initdb as the unprivileged `postgres` user
    measures (utime+stime, and schedstat at nanosecond resolution).
 """
 import os
-import random
 import re
 import subprocess
 import time
@@ -130,13 +129,8 @@ def cpu_phase(args, env, image_port, logdir):
                     lambda: bare.run(bench.bare_line("posted", bfields)))),
             ]
             for half in (0, 1):
-                steps = [p[half] for p in pairs]
-                random.shuffle(steps)
-                for step in steps:
-                    step()
-            if (i + 1) % 500 == 0:
-                print(f"  … PostgreSQL {i + 1 - warm if i >= warm else 0}/{runs} runs "
-                      f"({time.time() - t0:.0f}s)", flush=True)
+                bench.shuffled([p[half] for p in pairs])
+            bench.progress("PostgreSQL ", i, warm, runs, t0)
     finally:
         serve.stop()
         bare.stop()

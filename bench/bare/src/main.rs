@@ -63,6 +63,16 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }
 
+/// The cover's GET, read to its end (both modes).
+async fn fetch_image(http: &reqwest::Client, r: &Run<'_>) -> Result<usize, Error> {
+    let mut resp = http.get(r.image).send().await?.error_for_status()?;
+    let mut len = 0;
+    while let Some(chunk) = resp.chunk().await? {
+        len += chunk.len();
+    }
+    Ok(len)
+}
+
 fn http_client() -> Result<reqwest::Client, Error> {
     Ok(reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
@@ -223,15 +233,6 @@ impl Bare {
             .query_async(&mut c)
             .await?;
         Ok(set.is_some())
-    }
-
-    async fn image(&self, r: &Run<'_>) -> Result<usize, Error> {
-        let mut resp = self.http.get(r.image).send().await?.error_for_status()?;
-        let mut len = 0;
-        while let Some(chunk) = resp.chunk().await? {
-            len += chunk.len();
-        }
-        Ok(len)
     }
 
     /// The intent: a conditional update of the draft, with the checks that decide the run (no
@@ -410,7 +411,7 @@ impl Bare {
         if !self.claim(r, token).await? {
             return Ok("being_posted");
         }
-        self.image(r).await?;
+        fetch_image(&self.http, r).await?;
         self.intent(r, token).await?;
         self.record(r, token).await?;
         self.release(r, token).await?;

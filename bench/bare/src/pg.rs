@@ -138,15 +138,6 @@ impl Pg {
         Ok((posted && !asked, asked && set > 0))
     }
 
-    async fn image(&self, r: &Run<'_>) -> Result<usize, Error> {
-        let mut resp = self.http.get(r.image).send().await?.error_for_status()?;
-        let mut len = 0;
-        while let Some(chunk) = resp.chunk().await? {
-            len += chunk.len();
-        }
-        Ok(len)
-    }
-
     async fn intent(&mut self, r: &Run<'_>, token: &str, n: u64) -> Result<(), Error> {
         let st = self.statement(INTENT).await?;
         let t = now();
@@ -237,7 +228,7 @@ impl Pg {
         if !claimed {
             return Ok("being_posted");
         }
-        self.image(r).await?;
+        crate::fetch_image(&self.http, r).await?;
         self.intent(r, token, n).await?;
         self.record_and_release(r, token, n).await?;
         Ok("posted")
