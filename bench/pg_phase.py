@@ -12,15 +12,14 @@ its own (bench/sweep.py's `Postgres`: initdb as the unprivileged `postgres` user
 """
 import os
 import re
-import subprocess
 import time
 
-import bench
+import harness
 import sweep
 
 
 def env_for(pg, image_port, data):
-    env = bench.base_env()
+    env = harness.base_env()
     env.update({
         "DATABASE_URL": pg.url(),
         "POSTONCE_DATA_DIR": data,
@@ -69,9 +68,9 @@ def short(sql):
 
 
 def counting(args, pg, env, log_path, image_port, logdir):
-    serve = bench.Serve(args.postgres, env, logdir, "serve-pg-counting")
-    bare = bench.Bare(args.bare, env)
-    keys = bench.Keys(f"http://127.0.0.1:{image_port}/cover.png")
+    serve = harness.Serve(args.postgres, env, logdir, "serve-pg-counting")
+    bare = harness.Bare(args.bare, env)
+    keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
     seen = {}
     set_logging(pg, True)
     offset = os.path.getsize(log_path)
@@ -85,12 +84,12 @@ def counting(args, pg, env, log_path, image_port, logdir):
 
         for _ in range(args.count_runs + 1):  # the first pair prepares the statements
             _, body, _ = keys.body("c")
-            counted("postonce new", lambda: bench.expect(*serve.post(body), "posted", "pg new"))
-            counted("postonce posted", lambda: bench.expect(*serve.post(body), "already_posted",
+            counted("postonce new", lambda: harness.expect(*serve.post(body), "posted", "pg new"))
+            counted("postonce posted", lambda: harness.expect(*serve.post(body), "already_posted",
                                                             "pg posted"))
             _, _, fields = keys.body("d")
-            counted("bare new", lambda: bare.run(bench.bare_line("new", fields)))
-            counted("bare posted", lambda: bare.run(bench.bare_line("posted", fields)))
+            counted("bare new", lambda: bare.run(harness.bare_line("new", fields)))
+            counted("bare posted", lambda: bare.run(harness.bare_line("posted", fields)))
     finally:
         set_logging(pg, False)
         serve.stop()
@@ -103,10 +102,10 @@ def counting(args, pg, env, log_path, image_port, logdir):
 
 
 def cpu_phase(args, env, image_port, logdir):
-    serve = bench.Serve(args.postgres, env, logdir, "serve-pg")
-    bare = bench.Bare(args.bare, env)
-    keys = bench.Keys(f"http://127.0.0.1:{image_port}/cover.png")
-    cpu = {n: bench.Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
+    serve = harness.Serve(args.postgres, env, logdir, "serve-pg")
+    bare = harness.Bare(args.bare, env)
+    keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
+    cpu = {n: harness.Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
                                         ("b new", bare.proc.pid), ("b posted", bare.proc.pid)]}
     runs = args.pg_runs
     warm = max(20, runs // 50)
@@ -117,20 +116,20 @@ def cpu_phase(args, env, image_port, logdir):
             _, _, bfields = keys.body("b")
 
             def meter(name, pid):
-                return cpu[name] if i >= warm else bench.Cpu(pid)
+                return cpu[name] if i >= warm else harness.Cpu(pid)
             pairs = [
                 (lambda: meter("p new", serve.proc.pid).measure(
-                    lambda: bench.expect(*serve.post(pbody), "posted", "pg new")),
+                    lambda: harness.expect(*serve.post(pbody), "posted", "pg new")),
                  lambda: meter("p posted", serve.proc.pid).measure(
-                    lambda: bench.expect(*serve.post(pbody), "already_posted", "pg posted"))),
+                    lambda: harness.expect(*serve.post(pbody), "already_posted", "pg posted"))),
                 (lambda: meter("b new", bare.proc.pid).measure(
-                    lambda: bare.run(bench.bare_line("new", bfields))),
+                    lambda: bare.run(harness.bare_line("new", bfields))),
                  lambda: meter("b posted", bare.proc.pid).measure(
-                    lambda: bare.run(bench.bare_line("posted", bfields)))),
+                    lambda: bare.run(harness.bare_line("posted", bfields)))),
             ]
             for half in (0, 1):
-                bench.shuffled([p[half] for p in pairs])
-            bench.progress("PostgreSQL ", i, warm, runs, t0)
+                harness.shuffled([p[half] for p in pairs])
+            harness.progress("PostgreSQL ", i, warm, runs, t0)
     finally:
         serve.stop()
         bare.stop()

@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402
+import harness  # noqa: E402
 from proxies import DynamoProxy  # noqa: E402
 
 # The sweep's statuses (src/pipeline/sweep.rs SWEPT).
@@ -165,10 +165,10 @@ def ddb_count(proxy, a, b):
 
 
 def dynamodb_store(args, out):
-    svc = bench.Services(args.ddb_dir, args.keep)
+    svc = harness.Services(args.ddb_dir, args.keep)
     try:
         proxy = DynamoProxy(svc.ddb_port)
-        env = cli_env({k: v for k, v in bench.aws_env(svc, ddb_port=proxy.port).items()
+        env = cli_env({k: v for k, v in harness.aws_env(svc, ddb_port=proxy.port).items()
                        if k.startswith(("POSTONCE_TABLE", "AWS_", "REDIS_"))}, svc.image_port)
         run_cli(args.postonce, env, ["table", "create"])
         # One new draft, as CI sends one, for comparison.
@@ -184,7 +184,7 @@ def dynamodb_store(args, out):
             if phase == "b":
                 t0 = time.perf_counter()
                 n = args.stored - 2 * args.due
-                ddb_seed(svc.ddb_port, bench.TABLE, n, int(time.time()))
+                ddb_seed(svc.ddb_port, harness.TABLE, n, int(time.time()))
                 print(f"  dynamodb: seeded {n} drafts in {time.perf_counter() - t0:.1f}s "
                       f"(BatchWriteItem)", flush=True)
             make_due(args.postonce, env, svc.image_port, f"due{phase}", args.due)
@@ -229,7 +229,7 @@ class Postgres:
 
     def __init__(self, log=None):
         self.dir = tempfile.mkdtemp(prefix="postonce-bench-pg-")
-        self.port = bench.free_port()
+        self.port = harness.free_port()
         user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if user:
             subprocess.run(["chown", "postgres", self.dir], check=True)
@@ -237,14 +237,14 @@ class Postgres:
                         "--auth=trust", "-E", "UTF8", "--no-sync"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.user = user
-        self.proc = bench.start(
+        self.proc = harness.start(
             [*user, pg_bin("postgres"), "-D", f"{self.dir}/data", "-p", str(self.port), "-k",
              self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
              "-c", "full_page_writes=off", "-c", "shared_buffers=64MB",
              "-c", "log_line_prefix=%m [%p] "],
             stdout=subprocess.DEVNULL,
             stderr=open(log, "w") if log else subprocess.DEVNULL)
-        bench.wait_port(self.port, self.proc)
+        harness.wait_port(self.port, self.proc)
         for _ in range(100):
             if subprocess.run([pg_bin("pg_isready"), "-q", "-h", "127.0.0.1", "-p",
                                str(self.port), "-U", "postonce"]).returncode == 0:
@@ -319,7 +319,7 @@ def pg_seed(pg, n, now):
 
 def postgres_store(args, out):
     pg = Postgres()
-    image_port = bench.image_server(os.path.join(bench.ROOT, "examples", "cover.png"))
+    image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
     data = tempfile.mkdtemp(prefix="postonce-bench-pgdata-")
     try:
         env = cli_env({"DATABASE_URL": pg.url(), "POSTONCE_DATA_DIR": data}, image_port)
@@ -406,7 +406,7 @@ def files_seed(folder, n, now):
 
 
 def files_store(args, out):
-    image_port = bench.image_server(os.path.join(bench.ROOT, "examples", "cover.png"))
+    image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
     data = tempfile.mkdtemp(prefix="postonce-bench-files-")
     folder = os.path.join(data, "dry-run")
     try:
@@ -453,7 +453,7 @@ def main():
         for name in args.stores.split(","):
             stores[name](args, out)
     finally:
-        bench.stop_all()
+        harness.stop_all()
     print()
     print(f"sweep cost: {args.due} due drafts among {args.due} and among {args.stored} stored "
           f"(dry-run publisher; `postonce sweep --json`, exec to exit)")
