@@ -804,8 +804,9 @@ async fn stuck_drafts_property(env: &Env, networks: &[Network]) {
                 // The cap, and the one note that hands it to the owner.
                 // Instagram must read its container's status before it publishes: while its
                 // reads fail, each attempt stops there, nothing posted, and the sweeper retries
-                // after the backoff (at least half of `retry_base`, 60 s here, longer than these
-                // sweeps), to the cap and its one note. Only that: any other network, world or
+                // after the backoff (at least half of `retry_base`, 60 s here), to the cap and its
+                // one note. Its retry time may have come by the check (the sweeps can take
+                // longer than the backoff): it is still the retry this run leaves pending. Only that: any other network, world or
                 // cause must still be posted or told.
                 let now = unix_now();
                 let retry_pending = c.network == Network::Instagram
@@ -814,8 +815,7 @@ async fn stuck_drafts_property(env: &Env, networks: &[Network]) {
                         d.status == DraftStatus::Failed
                             && d.retryable
                             && attempts < env.app.pipeline.settings.max_attempts
-                            && d.next_retry_at
-                                .is_some_and(|at| at > now && at <= now + 6 * 3600)
+                            && d.next_retry_at.is_some_and(|at| at <= now + 6 * 3600)
                             && d.last_error.as_deref().is_some_and(|e| {
                                 e.contains("could not read the status of the container")
                                     && e.contains("nothing was published")

@@ -285,9 +285,8 @@ impl DiscordAdapter {
             .map_err(|_| local_refusal("payload_json could not be typed"))?;
         let form = Form::new().part("payload_json", payload).part("files[0]", file);
         let shown = || {
-            let mut lines = vec!["payload_json=".to_owned()];
-            let pretty = serde_json::to_string_pretty(p.payload).unwrap_or_default();
-            lines.extend(pretty.lines().map(|l| format!("  {l}")));
+            // Each form field one line (a log keeps the whole request on one): the JSON compact.
+            let mut lines = vec![format!("payload_json={}", p.payload)];
             lines.push(format!(
                 "files[0]=<file {}, {}, {} bytes, sha256 {}>",
                 p.file_name,
