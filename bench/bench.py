@@ -41,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     TICK,
+    cpu_rows,
     ROOT,
     vm_hwm_kb,
     shuffled,
@@ -449,9 +450,11 @@ def main():
                      "POSTONCE_IMAGE_HOSTS": f"http://127.0.0.1:{svc.image_port}"})
         local = Serve(args.postonce, lenv, logdir, "serve-local")
         bare = Bare(args.bare, env)
+        entry = Serve(args.bare, env, logdir, "bare-entry")
         keys = Keys(f"http://127.0.0.1:{svc.image_port}/cover.png")
         cpu = {n: Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
                                       ("b new", bare.proc.pid), ("b posted", bare.proc.pid),
+                                      ("e new", entry.proc.pid), ("e posted", entry.proc.pid),
                                       ("l new", local.proc.pid)]}
         workers = {n: Peer(n, peer_env(svc, n), logdir, "cpu") for n in peers}
         for n, w in workers.items():
@@ -462,7 +465,10 @@ def main():
             _, pbody, _ = keys.body("p")
             _, _, bfields = keys.body("b")
             _, lbody, _ = keys.body("l")
+            _, ebody, _ = keys.body("e")
             steps = [
+                ("e", lambda: (cpu["e new"] if i >= warm else Cpu(entry.proc.pid)).measure(
+                    lambda: expect(*entry.post(ebody), "posted", "bare entry new"))),
                 ("p", lambda: (cpu["p new"] if i >= warm else Cpu(serve.proc.pid)).measure(
                     lambda: expect(*serve.post(pbody), "posted", "postonce new"))),
                 ("b", lambda: (cpu["b new"] if i >= warm else Cpu(bare.proc.pid)).measure(
@@ -475,6 +481,8 @@ def main():
                 lambda: w.run("new", wkeys[n]))) for n, w in workers.items()]
             shuffled([step for _, step in steps])
             steps = [
+                lambda: (cpu["e posted"] if i >= warm else Cpu(entry.proc.pid)).measure(
+                    lambda: expect(*entry.post(ebody), "already_posted", "bare entry posted")),
                 lambda: (cpu["p posted"] if i >= warm else Cpu(serve.proc.pid)).measure(
                     lambda: expect(*serve.post(pbody), "already_posted", "postonce posted")),
                 lambda: (cpu["b posted"] if i >= warm else Cpu(bare.proc.pid)).measure(
@@ -487,6 +495,7 @@ def main():
         serve_hwm = serve.stop()
         local.stop()
         bare_hwm = bare.stop()
+        entry.stop()
         lat_run, lat_floor, lat_linkedin = latency_phase(
             args, svc, logdir, cpu["b new"].wall / max(cpu["b new"].runs, 1))
         peer_hwm = {n: w.stop() for n, w in workers.items()}
@@ -505,11 +514,7 @@ def main():
 
     pn, pp, bn, bp, ln = (cpu[k] for k in ("p new", "p posted", "b new", "b posted", "l new"))
     rows = [
-        ("CPU per new key (signed POST /ci through serve)", f"{pn.ms():.2f} ms", f"{bn.ms():.2f} ms", ratio(pn.ms(), bn.ms())),
-        ("CPU per already-posted key (CI carries the draft)", f"{pp.ms():.2f} ms", f"{bp.ms():.2f} ms", ratio(pp.ms(), bp.ms())),
-        ("  same, schedstat (ns resolution): new / posted",
-         f"{pn.ns_ms():.2f} / {pp.ns_ms():.2f} ms", f"{bn.ns_ms():.2f} / {bp.ns_ms():.2f} ms",
-         f"{ratio(pn.ns_ms(), bn.ns_ms())} / {ratio(pp.ns_ms(), bp.ns_ms())}"),
+        *cpu_rows(pn, pp, bn, bp, ratio),
         ("CPU per new key in local mode (file store)", f"{ln.ms():.2f} ms", "", ""),
         ("wall per run, new / posted (mean)", f"{pn.wall / pn.runs * 1000:.2f} / {pp.wall / pp.runs * 1000:.2f} ms",
          f"{bn.wall / bn.runs * 1000:.2f} / {bp.wall / bp.runs * 1000:.2f} ms", ""),
@@ -576,6 +581,12 @@ def main():
     if args.peers and not peers:
         print()
         print("--peers: no peer could be installed or started (see above)")
+    print()
+    print("The bare client behind postonce's entry (`bench_bare serve`: the same signed POST /ci, "
+          "its HMAC check, its JSON read and a JSON answer; no logging, no pipeline), in the same "
+          "loop:")
+    print()
+    print_entry_table(pn, pp, cpu["e new"], cpu["e posted"], ratio)
     if args.postgres:
         print()
         print(f"PostgreSQL (claims in the database, no Redis; `postonce serve` built with the "
@@ -585,6 +596,17 @@ def main():
         print("|---|---|---|---|")
         for r in pg_phase.rows(pg_counts, pg_cpu, ratio):
             print("| " + " | ".join(r) + " |")
+        print()
+        print("PostgreSQL, the bare client behind postonce's entry:")
+        print()
+        print_entry_table(*(pg_cpu[k] for k in ("p new", "p posted", "e new", "e posted")), ratio)
+
+
+def print_entry_table(pn, pp, en, ep, ratio):
+    print("| | postonce | bare client behind the entry | postonce ÷ it |")
+    print("|---|---|---|---|")
+    for r in cpu_rows(pn, pp, en, ep, ratio):
+        print("| " + " | ".join(r) + " |")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,20 @@ def progress(what, i, warm, runs, t0):
               f"({time.time() - t0:.0f}s)", flush=True)
 
 
+def cpu_rows(pn, pp, bn, bp, ratio):
+    """The CPU rows of a table: postonce's new and posted keys (`pn`, `pp`: Cpu) against another
+    side's (`bn`, `bp`), in ticks, then in schedstat's nanoseconds."""
+    return [
+        ("CPU per new key (signed POST /ci through serve)", f"{pn.ms():.2f} ms",
+         f"{bn.ms():.2f} ms", ratio(pn.ms(), bn.ms())),
+        ("CPU per already-posted key (CI carries the draft)", f"{pp.ms():.2f} ms",
+         f"{bp.ms():.2f} ms", ratio(pp.ms(), bp.ms())),
+        ("  same, schedstat (ns resolution): new / posted",
+         f"{pn.ns_ms():.2f} / {pp.ns_ms():.2f} ms", f"{bn.ns_ms():.2f} / {bp.ns_ms():.2f} ms",
+         f"{ratio(pn.ns_ms(), bn.ns_ms())} / {ratio(pp.ns_ms(), bp.ns_ms())}"),
+    ]
+
+
 class Cpu:
     """CPU of one process, summed over the runs of one kind."""
 

@@ -6,8 +6,9 @@ its own (bench/sweep.py's `Postgres`: initdb as the unprivileged `postgres` user
    for this step only); a few new-key and already-posted runs of each, then the statements of
    one run of each kind, compared as text (whitespace collapsed; parameters left out): the bare
    client's must be postonce's.
-2. CPU: a `postonce serve` (a build with the `postgres` feature) and the bare client, a new key
-   and the same key again through each, in shuffled order, measured as bench.py's CPU phase
+2. CPU: a `postonce serve` (a build with the `postgres` feature), the bare client and the bare
+   client behind postonce's entry (`bench_bare serve`), a new key and the same key again through
+   each, in shuffled order, measured as bench.py's CPU phase
    measures (utime+stime, and schedstat at nanosecond resolution).
 """
 import os
@@ -104,9 +105,11 @@ def counting(args, pg, env, log_path, image_port, logdir):
 def cpu_phase(args, env, image_port, logdir):
     serve = harness.Serve(args.postgres, env, logdir, "serve-pg")
     bare = harness.Bare(args.bare, env)
+    entry = harness.Serve(args.bare, env, logdir, "bare-entry-pg")
     keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
     cpu = {n: harness.Cpu(p) for n, p in [("p new", serve.proc.pid), ("p posted", serve.proc.pid),
-                                        ("b new", bare.proc.pid), ("b posted", bare.proc.pid)]}
+                                        ("b new", bare.proc.pid), ("b posted", bare.proc.pid),
+                                        ("e new", entry.proc.pid), ("e posted", entry.proc.pid)]}
     runs = args.pg_runs
     warm = max(20, runs // 50)
     t0 = time.time()
@@ -114,6 +117,7 @@ def cpu_phase(args, env, image_port, logdir):
         for i in range(warm + runs):
             _, pbody, _ = keys.body("p")
             _, _, bfields = keys.body("b")
+            _, ebody, _ = keys.body("e")
 
             def meter(name, pid):
                 return cpu[name] if i >= warm else harness.Cpu(pid)
@@ -126,6 +130,10 @@ def cpu_phase(args, env, image_port, logdir):
                     lambda: bare.run(harness.bare_line("new", bfields))),
                  lambda: meter("b posted", bare.proc.pid).measure(
                     lambda: bare.run(harness.bare_line("posted", bfields)))),
+                (lambda: meter("e new", entry.proc.pid).measure(
+                    lambda: harness.expect(*entry.post(ebody), "posted", "pg entry new")),
+                 lambda: meter("e posted", entry.proc.pid).measure(
+                    lambda: harness.expect(*entry.post(ebody), "already_posted", "pg entry posted"))),
             ]
             for half in (0, 1):
                 harness.shuffled([p[half] for p in pairs])
@@ -133,6 +141,7 @@ def cpu_phase(args, env, image_port, logdir):
     finally:
         serve.stop()
         bare.stop()
+        entry.stop()
     return cpu
 
 
@@ -163,13 +172,7 @@ def run(args, image_port, logdir):
 def rows(counts, cpu, ratio):
     pn, pp, bn, bp = (cpu[k] for k in ("p new", "p posted", "b new", "b posted"))
     return [
-        ("CPU per new key (signed POST /ci through serve)", f"{pn.ms():.2f} ms",
-         f"{bn.ms():.2f} ms", ratio(pn.ms(), bn.ms())),
-        ("CPU per already-posted key (CI carries the draft)", f"{pp.ms():.2f} ms",
-         f"{bp.ms():.2f} ms", ratio(pp.ms(), bp.ms())),
-        ("  same, schedstat (ns resolution): new / posted",
-         f"{pn.ns_ms():.2f} / {pp.ns_ms():.2f} ms", f"{bn.ns_ms():.2f} / {bp.ns_ms():.2f} ms",
-         f"{ratio(pn.ns_ms(), bn.ns_ms())} / {ratio(pp.ns_ms(), bp.ns_ms())}"),
+        *harness.cpu_rows(pn, pp, bn, bp, ratio),
         ("wall per run, new / posted (mean)",
          f"{pn.wall / pn.runs * 1000:.2f} / {pp.wall / pp.runs * 1000:.2f} ms",
          f"{bn.wall / bn.runs * 1000:.2f} / {bp.wall / bp.runs * 1000:.2f} ms", ""),

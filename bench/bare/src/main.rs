@@ -14,7 +14,11 @@
 //! Configuration: the same variables as postonce (`REDIS_URL`, `POSTONCE_TABLE`,
 //! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_REGION`, static credentials); with `DATABASE_URL`, the
 //! PostgreSQL mode instead ([`pg`]: the self-hosters' store, the claims in the database).
+//!
+//! `bench_bare serve --addr ADDR`: the same runs behind postonce's entry instead of stdin
+//! ([`entry`]: a signed `POST /ci`, checked, its JSON read, a JSON answer).
 
+mod entry;
 mod pg;
 
 use std::collections::HashMap;
@@ -437,7 +441,9 @@ impl Mode {
         }
     }
 
-    async fn run(&mut self, new: bool, r: &Run<'_>, n: u64) -> Result<&'static str, Error> {
+    /// One run; with `new`, an error unless it posted (`Some(true)`) or found the key posted
+    /// (`Some(false)`).
+    async fn run(&mut self, new: Option<bool>, r: &Run<'_>, n: u64) -> Result<&'static str, Error> {
         let token = format!("run-{n:032x}");
         let outcome = match self {
             Self::Aws(b) => {
@@ -446,10 +452,14 @@ impl Mode {
             }
             Self::Pg(p) => p.run(r, &token, n).await?,
         };
-        if new != (outcome == "posted") {
+        if new.is_some_and(|new| new != (outcome == "posted")) {
             return Err(format!(
                 "expected {}, got {outcome}",
-                if new { "posted" } else { "already_posted" }
+                if new == Some(true) {
+                    "posted"
+                } else {
+                    "already_posted"
+                }
             )
             .into());
         }
@@ -461,6 +471,12 @@ impl Mode {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut mode = Mode::build().await?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [serve, flag, addr] = &args[..] {
+        if serve == "serve" && flag == "--addr" {
+            return entry::serve(addr, mode).await;
+        }
+    }
     let mut runs = 0;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
@@ -485,7 +501,7 @@ async fn main() -> Result<(), Error> {
             hash,
         };
         runs += 1;
-        match mode.run(what == "new", &run, runs).await {
+        match mode.run(Some(what == "new"), &run, runs).await {
             Ok(outcome) => writeln!(out, "ok {outcome}")?,
             Err(e) => writeln!(out, "error: {e}")?,
         }
