@@ -11,7 +11,6 @@ use postonce::budget::Deadline;
 use postonce::triggers::{HttpRequest, Router};
 use support::env::{Env, CI_SECRET, LI_TOKEN, OWNER, TG_SECRET, TG_TOKEN};
 use support::linkedin::Mode;
-use support::serve::ServeProcess;
 use support::telegram::{callback_update, TgMode};
 
 #[derive(Clone, Default)]
@@ -121,60 +120,4 @@ async fn no_secret_reaches_the_logs() {
     ] {
         assert!(!logs.contains(secret), "{secret} appeared in the logs");
     }
-}
-
-/// `serve`'s log holds one line per event, a dry run's shown requests and the owner's report
-/// (a message of several lines) included: a log shipper that splits on newlines keeps each
-/// event whole, and no line of a request body goes out without its timestamp.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_logs_one_line_per_event_a_dry_runs_requests_included() {
-    let env = Env::start().await;
-    let mut vars = env.vars.clone();
-    // No LinkedIn token: a dry run, which shows its requests. No Telegram: the report is logged.
-    vars.retain(|k, _| !k.starts_with("LINKEDIN_") && !k.starts_with("TELEGRAM_"));
-    vars.insert("RUST_LOG".into(), "postonce=info,warn".into());
-    let mut server = ServeProcess::start(&vars, true).await;
-    let mut lines = server.stderr_lines();
-    let key = env.key();
-    let (status, body) = server
-        .ci(serde_json::json!({
-            "kind": key.kind(), "slug": key.slug(),
-            "caption": format!("One line\n\nper event {key}"),
-            "image_url": env.images.url("/cover.png"),
-        }))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("\"dry_run\":true"), "a dry run: {body}");
-    lines.wait_for("report:", std::time::Duration::from_secs(20));
-    let seen = &lines.seen;
-    let stamped = |l: &str| {
-        let b = l.as_bytes();
-        b.len() > 20 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && l.contains("Z ")
-    };
-    // The banner `serve` prints for a person first is not a log event.
-    for line in seen
-        .iter()
-        .filter(|l| !l.starts_with("postonce listening on "))
-    {
-        assert!(
-            stamped(line),
-            "a line without its timestamp: {line:?}\nall: {seen:#?}"
-        );
-    }
-    let shown: Vec<&String> = seen.iter().filter(|l| l.contains("would send ")).collect();
-    assert_eq!(shown.len(), 3, "LinkedIn's three requests: {seen:#?}");
-    let create = shown
-        .iter()
-        .find(|l| l.contains("/rest/posts"))
-        .unwrap_or_else(|| panic!("the create request: {seen:#?}"));
-    assert!(
-        create.contains("One line\\n\\nper event")
-            && create.contains("Bearer <LINKEDIN_ACCESS_TOKEN>"),
-        "the create's body, compact, on its line, the token a placeholder: {create}"
-    );
-    let report = seen.iter().find(|l| l.contains("report:")).expect("report");
-    assert!(
-        report.contains(" / "),
-        "the report's lines joined: {report}"
-    );
 }
