@@ -24,6 +24,7 @@ pub mod doctor;
 pub mod image;
 pub mod key;
 pub mod lambda;
+pub mod log_line;
 pub mod networks;
 pub mod notify;
 pub mod outcome;

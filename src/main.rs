@@ -87,7 +87,8 @@ async fn lambda_main() -> i32 {
 /// Lambda's log, as `lambda_runtime::tracing::init_default_subscriber` writes it (stdout, no
 /// time or target, JSON when `AWS_LAMBDA_LOG_FORMAT` is `JSON`), filtered by
 /// `tracing_subscriber`'s `Targets` instead of its `EnvFilter`, whose regular-expression engine
-/// was about 200 KB of the Lambda artifact (issue 34). The level: `AWS_LAMBDA_LOG_LEVEL` (the
+/// was about 200 KB of the Lambda artifact (issue 34). Text lines' fields are
+/// [`postonce::log_line::LineFields`]. The level: `AWS_LAMBDA_LOG_LEVEL` (the
 /// template's `ApplicationLogLevel`), else `RUST_LOG`'s `target=level` directives, else info.
 fn init_lambda_logging() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -114,6 +115,7 @@ fn init_lambda_logging() {
     let _ = if json {
         registry.with(lines.json().with_filter(filter)).try_init()
     } else {
+        let lines = lines.fmt_fields(postonce::log_line::LineFields);
         registry.with(lines.with_filter(filter)).try_init()
     };
 }

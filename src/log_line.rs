@@ -1,0 +1,320 @@
+//! The fields of a log line (`serve`'s, the CLI's and Lambda's text log): what
+//! `tracing-subscriber`'s default fields write (`message` as is, then `name=value`), with every
+//! control character escaped, and written a run at a time.
+//!
+//! `tracing-subscriber` escapes a message's terminal control characters one character at a
+//! time, which was most of what a dry run's shown requests cost a run (issue 34). Here a value is
+//! scanned for the bytes that need escaping and the runs between them are written whole. The
+//! escaping covers more, not less: every C0 control character but the tab (a newline or a
+//! carriage return too, so that a value can never break an event's one line), DEL, and the C1
+//! controls (U+0080–U+009F), in every field, not only the message.
+//!
+//! [`LineTime`] writes the line's timestamp as `tracing-subscriber`'s `SystemTime` does
+//! (`2026-12-06T21:58:09.123456Z`, UTC, microseconds), from digits rather than through
+//! `format!`'s padding, which cost a run more than the rest of a line's set-up.
+
+use std::fmt::{self, Write};
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::FormatFields;
+
+/// The line's timestamp: `.with_timer(LineTime)` on a `fmt` layer.
+pub struct LineTime;
+
+impl FormatTime for LineTime {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        w.write_str(&timestamp(since.as_secs(), since.subsec_micros()))
+    }
+}
+
+/// `secs` after the epoch (UTC) and `micros` as `YYYY-MM-DDTHH:MM:SS.ffffffZ`: the civil date
+/// from the day count (Howard Hinnant's `civil_from_days`), the digits written one by one.
+fn timestamp(secs: u64, micros: u32) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(0) + 719_468;
+    let rem = secs % 86_400;
+    let (era, doe) = (days.div_euclid(146_097), days.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let unsigned = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut out = String::with_capacity(27);
+    push_digits(&mut out, unsigned(year), 4);
+    for (sep, n, width) in [
+        ('-', unsigned(month), 2),
+        ('-', unsigned(day), 2),
+        ('T', rem / 3600, 2),
+        (':', rem / 60 % 60, 2),
+        (':', rem % 60, 2),
+        ('.', u64::from(micros), 6),
+    ] {
+        out.push(sep);
+        push_digits(&mut out, n, width);
+    }
+    out.push('Z');
+    out
+}
+
+/// `n`'s last `width` decimal digits, zero-padded.
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        let digit = n / 10u64.pow(i) % 10;
+        out.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+    }
+}
+
+/// The fields' formatter: `.fmt_fields(LineFields)` on a text `fmt` layer.
+pub struct LineFields;
+
+impl<'w> FormatFields<'w> for LineFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut visitor = Fields {
+            out: writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct Fields<'w> {
+    out: Writer<'w>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Fields<'_> {
+    /// Writes ` name=` (no name for the message, no space before the first field), then the
+    /// value that `write` writes, escaped.
+    fn field(&mut self, field: &Field, write: impl FnOnce(&mut Escaped<'_, '_>) -> fmt::Result) {
+        if self.result.is_err() {
+            return;
+        }
+        let name = field.name();
+        self.result = (|| {
+            if !std::mem::take(&mut self.first) {
+                self.out.write_char(' ')?;
+            }
+            if name != "message" {
+                self.out
+                    .write_str(name.strip_prefix("r#").unwrap_or(name))?;
+                self.out.write_char('=')?;
+            }
+            write(&mut Escaped(&mut self.out))
+        })();
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.field(field, |out| out.write_str(value));
+        } else {
+            self.field(field, |out| write!(out, "{value:?}"));
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.field(field, |out| {
+            write!(out, "{value}")?;
+            let mut source = value.source();
+            if source.is_some() {
+                out.write_str(" (")?;
+            }
+            while let Some(cause) = source {
+                write!(out, "{cause}")?;
+                source = cause.source();
+                out.write_str(if source.is_some() { ": " } else { ")" })?;
+            }
+            Ok(())
+        });
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.field(field, |out| write!(out, "{value:?}"));
+    }
+}
+
+/// A writer that escapes control characters on their way to the log, writing the runs between
+/// them whole.
+struct Escaped<'a, 'w>(&'a mut Writer<'w>);
+
+/// Whether any of the eight bytes in `w` may need escaping: a byte below 0x20, 0x7F or 0xC2 (a
+/// tab counts too; the byte loop passes it). Exact in one direction: no such byte, `false`.
+fn may_need_escaping(w: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    (below(w, 0x20) | zero(w ^ (ONES * 0x7f)) | zero(w ^ (ONES * 0xc2))) != 0
+}
+
+impl Write for Escaped<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let bytes = s.as_bytes();
+        // Eight bytes at a time while none of them may need escaping (most of a log line).
+        let mut clean = 0;
+        for chunk in bytes.chunks_exact(8) {
+            let word = u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8]));
+            if may_need_escaping(word) {
+                break;
+            }
+            clean += 8;
+        }
+        if clean == bytes.len() {
+            return self.0.write_str(s);
+        }
+        let mut run = 0;
+        let mut i = clean;
+        while i < bytes.len() {
+            let b = bytes[i];
+            // A C1 control is U+0080–U+009F: 0xC2 then 0x80–0x9F in UTF-8. Both ends of every
+            // escaped stretch are character boundaries (ASCII, or a lead byte and its one
+            // continuation byte).
+            let width = match b {
+                b'\t' => 0,
+                0..=0x1f | 0x7f => 1,
+                0xc2 if matches!(bytes.get(i + 1), Some(0x80..=0x9f)) => 2,
+                _ => 0,
+            };
+            if width == 0 {
+                i += 1;
+                continue;
+            }
+            self.0.write_str(&s[run..i])?;
+            match b {
+                b'\n' => self.0.write_str("\\n")?,
+                b'\r' => self.0.write_str("\\r")?,
+                0xc2 => write!(self.0, "\\u{{{:x}}}", u32::from(bytes[i + 1]))?,
+                _ => write!(self.0, "\\x{b:02x}")?,
+            }
+            i += width;
+            run = i;
+        }
+        self.0.write_str(&s[run..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn escaped(s: &str) -> String {
+        let mut out = String::new();
+        Escaped(&mut Writer::new(&mut out)).write_str(s).unwrap();
+        out
+    }
+
+    /// The same text as `tracing-subscriber`'s `SystemTime` (dates checked with Python's
+    /// `datetime.fromtimestamp(secs, timezone.utc)`).
+    #[test]
+    fn timestamps_are_rfc_3339_in_utc_to_the_microsecond() {
+        assert_eq!(timestamp(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(timestamp(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
+        assert_eq!(
+            timestamp(1_796_601_489, 123_456),
+            "2026-12-06T23:58:09.123456Z"
+        );
+        assert_eq!(
+            timestamp(4_107_542_399, 999_999),
+            "2100-02-28T23:59:59.999999Z"
+        );
+        assert_eq!(timestamp(4_107_542_400, 0), "2100-03-01T00:00:00.000000Z");
+        assert_eq!(timestamp(253_402_300_799, 0), "9999-12-31T23:59:59.000000Z");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_written_as_is() {
+        assert_eq!(escaped("plain text, é ü 日本"), "plain text, é ü 日本");
+        assert_eq!(escaped("a\x1b[31mred"), "a\\x1b[31mred");
+        assert_eq!(escaped("one\ntwo\r\n"), "one\\ntwo\\r\\n");
+        assert_eq!(
+            escaped("bell\x07 bs\x08 ff\x0c del\x7f nul\0"),
+            "bell\\x07 bs\\x08 ff\\x0c del\\x7f nul\\x00"
+        );
+        assert_eq!(escaped("tab\tstays"), "tab\tstays");
+        assert_eq!(
+            escaped("c1 \u{9b}31m \u{85} but not \u{a0}"),
+            "c1 \\u{9b}31m \\u{85} but not \u{a0}"
+        );
+        assert_eq!(escaped("\n"), "\\n");
+        assert_eq!(escaped(""), "");
+    }
+
+    /// The word-at-a-time scan finds every control character wherever it sits in a long value.
+    #[test]
+    fn a_control_character_anywhere_in_a_long_value_is_escaped() {
+        let naive = |s: &str| -> String {
+            s.chars()
+                .map(|c| match c {
+                    '\t' => "\t".to_owned(),
+                    '\n' => "\\n".to_owned(),
+                    '\r' => "\\r".to_owned(),
+                    c if (c as u32) < 0x20 || c == '\x7f' => format!("\\x{:02x}", c as u32),
+                    c if (0x80..=0x9f).contains(&(c as u32)) => format!("\\u{{{:x}}}", c as u32),
+                    c => c.to_string(),
+                })
+                .collect()
+        };
+        for special in [
+            '\x1b', '\n', '\0', '\x1f', '\x7f', '\u{80}', '\u{9f}', '\t', '\u{a0}', 'é', ' ',
+        ] {
+            for at in 0..40 {
+                let mut s: String = "abcdefghijklmnopqrstuvwxyz0123456789ABCD".into();
+                s.insert(at, special);
+                assert_eq!(escaped(&s), naive(&s), "{special:?} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_holds_the_message_then_its_fields_escaped() {
+        use tracing_subscriber::layer::SubscriberExt;
+        #[derive(Clone, Default)]
+        struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let out = sink.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .without_time()
+            .with_target(false)
+            .with_ansi(false)
+            .fmt_fields(LineFields)
+            .with_writer(move || sink.clone());
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("run", key = "blog-a\nb");
+            let _in = span.enter();
+            let err = std::io::Error::other("disk\x1b full");
+            tracing::info!(
+                n = 3,
+                text = "x\ny",
+                error = &err as &dyn std::error::Error,
+                "caption \"a\nb\" \u{9b}"
+            );
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            " INFO run{key=\"blog-a\\nb\"}: caption \"a\\nb\" \\u{9b} n=3 text=\"x\\ny\" error=disk\\x1b full\n"
+        );
+        assert_eq!(text.lines().count(), 1);
+    }
+}
