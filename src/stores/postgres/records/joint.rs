@@ -191,7 +191,7 @@ pub(super) async fn save_draft_claiming(
             ];
             let row = c.query_one(&st, &params).await?;
             Ok((
-                row.try_get::<_, Option<serde_json::Value>>(0)?,
+                row.try_get::<_, Option<rows::Jsonb>>(0)?,
                 row.try_get::<_, bool>(1)?,
                 row.try_get::<_, i64>(2)?,
                 row.try_get::<_, Option<String>>(3)?,
@@ -267,7 +267,7 @@ pub(super) async fn claim_and_start(
             let row = c.query_one(&st, &params).await?;
             Ok((
                 row.try_get::<_, i64>(0)?,
-                row.try_get::<_, Option<serde_json::Value>>(1)?,
+                row.try_get::<_, Option<rows::Jsonb>>(1)?,
                 row.try_get::<_, Option<String>>(2)?,
                 row.try_get::<_, bool>(3)?,
             ))

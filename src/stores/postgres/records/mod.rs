@@ -91,7 +91,7 @@ impl PgStore {
 
     async fn record_of(&self, key: &str) -> Result<Option<PostedRecord>, StoreError> {
         let (ns, key) = (self.ns.to_owned(), key.to_owned());
-        let v: Option<serde_json::Value> = self
+        let v: Option<rows::Jsonb> = self
             .db
             .with("read record", |c| async move {
                 let st = c
@@ -174,7 +174,7 @@ impl RecordStore for PgStore {
         let (ns, k) = (self.ns.to_owned(), key.to_string());
         let c2 = content.clone();
         let source = source.to_owned();
-        let v: Option<serde_json::Value> = self
+        let v: Option<rows::Jsonb> = self
             .db
             .with("save draft", |c| async move {
                 let st = c.prepare_cached(&sql).await?;
@@ -239,8 +239,8 @@ impl RecordStore for PgStore {
             caption_hash.map(str::to_owned),
         );
         let (record, draft, owner): (
-            Option<serde_json::Value>,
-            Option<serde_json::Value>,
+            Option<rows::Jsonb>,
+            Option<rows::Jsonb>,
             Option<String>,
         ) = self
             .db
@@ -373,7 +373,7 @@ impl RecordStore for PgStore {
                    (SELECT c.key FROM postonce_captions c
                         WHERE c.ns = $1 AND c.hash = {h}::text AND c.key <> $2)"
         );
-        let (taken, rec, owner): (i64, Option<serde_json::Value>, Option<String>) = self
+        let (taken, rec, owner): (i64, Option<rows::Jsonb>, Option<String>) = self
             .db
             .with("intent", |c| async move {
                 let st = c.prepare_cached(&sql).await?;
@@ -415,7 +415,7 @@ impl RecordStore for PgStore {
         // row (tests/store_conformance.rs: a listing while another connection holds the row).
         let ns = self.ns.to_owned();
         let wanted: Vec<String> = statuses.iter().map(|s| s.as_str().to_owned()).collect();
-        let found: Vec<serde_json::Value> = self
+        let found: Vec<rows::Jsonb> = self
             .db
             .with("due drafts", |c| async move {
                 let st = c

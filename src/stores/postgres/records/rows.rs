@@ -2,6 +2,7 @@
 //! mapping serves every statement.
 
 use serde::Deserialize;
+use tokio_postgres::types::{FromSql, Type};
 
 use crate::record::{Draft, DraftContent, DraftStatus, PendingPost, PostedRecord, StoreError};
 
@@ -32,12 +33,39 @@ struct DraftRow {
     started: i64,
 }
 
+/// A `to_jsonb(row)` column as the server sent it: its JSON text, decoded straight into the row
+/// type ([`draft`], [`record`]) without a `serde_json::Value` in between (issue 34: the tree
+/// of values was a tenth of an already-posted run).
+pub struct Jsonb(Vec<u8>);
+
+impl<'a> FromSql<'a> for Jsonb {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        // `jsonb`'s binary form is a version byte (1) before the text; `json`'s is the text.
+        let text = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, text)) => text,
+                _ => return Err("an unknown jsonb version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(Self(text.to_vec()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB || *ty == Type::JSON
+    }
+}
+
 /// A draft from its row's JSON.
 ///
 /// # Errors
 /// When the row does not hold a draft (a store error, never a guess).
-pub fn draft(v: serde_json::Value) -> Result<Draft, StoreError> {
-    let row: DraftRow = serde_json::from_value(v)
+pub fn draft(v: Jsonb) -> Result<Draft, StoreError> {
+    let row: DraftRow = serde_json::from_slice(&v.0)
         .map_err(|e| StoreError(format!("PostgreSQL: a draft row cannot be read ({e})")))?;
     let status = DraftStatus::parse(&row.status).ok_or_else(|| {
         StoreError(format!(
@@ -81,8 +109,8 @@ pub fn draft(v: serde_json::Value) -> Result<Draft, StoreError> {
 ///
 /// # Errors
 /// When the row does not hold a record.
-pub fn record(v: serde_json::Value) -> Result<PostedRecord, StoreError> {
-    serde_json::from_value(v)
+pub fn record(v: Jsonb) -> Result<PostedRecord, StoreError> {
+    serde_json::from_slice(&v.0)
         .map_err(|e| StoreError(format!("PostgreSQL: a record row cannot be read ({e})")))
 }
 
@@ -99,18 +127,22 @@ pub fn dry_urn(urn: &str) -> String {
 mod tests {
     use super::*;
 
+    fn row(v: serde_json::Value) -> Jsonb {
+        Jsonb(v.to_string().into_bytes())
+    }
+
     /// Rows as today's tables hold them (`to_jsonb` of a `postonce_records` row and of a
     /// `postonce_drafts` row whose `pending` and `record` keep their stored names) read into
     /// the neutral names.
     #[test]
     fn rows_written_with_the_stored_names_read_into_the_neutral_ones() {
-        let r = record(serde_json::json!({
+        let r = record(row(serde_json::json!({
             "ns": "", "key": "blog-a", "urn": "urn:li:share:7", "posted_at": 1, "run": "r",
             "source": "ci", "caption_hash": null, "url": null, "cid": null, "expires_at": null
-        }))
+        })))
         .expect("a record row");
         assert_eq!(r.post_id.as_deref(), Some("urn:li:share:7"));
-        let d = draft(serde_json::json!({
+        let d = draft(row(serde_json::json!({
             "ns": "", "key": "blog-a", "caption": "Hi", "image": "https://e.org/a.png",
             "link": null, "alt": null, "status": "unknown", "attempts": 1, "last_error": null,
             "retryable": true, "next_retry_at": null, "reminded": false, "source": "ci",
@@ -120,7 +152,7 @@ mod tests {
                         "at": 2, "run": "r"},
             "record": {"key": "blog-a", "urn": "urn:li:share:7", "posted_at": 1, "run": "r",
                        "source": "ci", "caption_hash": null}
-        }))
+        })))
         .expect("a draft row");
         let pending = d.pending.expect("the intent");
         assert_eq!(

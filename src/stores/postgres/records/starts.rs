@@ -21,7 +21,7 @@ pub(super) async fn save_scheduled(
         .iter()
         .map(|s| s.as_str().to_owned())
         .collect();
-    let v: Option<serde_json::Value> = store
+    let v: Option<rows::Jsonb> = store
         .db
         .with("save scheduled draft", |c| async move {
             let st = c.prepare_cached(sql).await?;
@@ -62,7 +62,7 @@ pub(super) async fn start_attempt(
         .map(|s| s.as_str().to_owned())
         .collect();
     let scheduled = from.contains(&DraftStatus::Scheduled);
-    let v: Option<serde_json::Value> = store
+    let v: Option<rows::Jsonb> = store
         .db
         .with("start attempt", |c| async move {
             let st = c.prepare_cached(update::START_ATTEMPT).await?;
