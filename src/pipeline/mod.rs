@@ -335,13 +335,22 @@ impl Lane {
     /// read it, for a trigger that carried none.
     /// Its log lines carry the target's key; the run's id and source are the enclosing `run`
     /// span's ([`Pipeline::run`], the only caller), not repeated on every line.
-    #[tracing::instrument(name = "target", skip_all, fields(target = %req.key))]
+    ///
+    /// The run is boxed inside its span: the span's wrapper would otherwise hold the whole
+    /// state machine (kilobytes) and copy it at each of its moves, which cost a run some 19,000
+    /// instructions (issue 34).
     pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
-        let mut outcome = self.decide(req, &dl, seen).await;
-        outcome.dry_run =
-            self.adapter.is_dry_run() && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
-        tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.post_id, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
-        outcome
+        use tracing::Instrument;
+        let span = tracing::info_span!("target", target = %req.key);
+        Box::pin(async move {
+            let mut outcome = self.decide(req, &dl, seen).await;
+            outcome.dry_run = self.adapter.is_dry_run()
+                && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
+            tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.post_id, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+            outcome
+        })
+        .instrument(span)
+        .await
     }
 }
 
