@@ -10,7 +10,6 @@ use crate::record::{DraftStatus, DraftUpdate, PendingPost, PostedRecord};
 
 /// An update expression under construction, with every attribute name behind a placeholder
 /// (`status`, `key` and `source` are reserved words).
-#[derive(Default)]
 pub(super) struct Expr {
     pub(super) set: Vec<String>,
     pub(super) remove: Vec<String>,
@@ -18,22 +17,43 @@ pub(super) struct Expr {
     pub(super) values: Item,
 }
 
+/// Sized for a draft's biggest change (about twenty names and values), so the maps are not
+/// rehashed as they fill: a run builds some fifty placeholders (issue 34).
+impl Default for Expr {
+    fn default() -> Self {
+        Self {
+            set: Vec::with_capacity(16),
+            remove: Vec::new(),
+            names: HashMap::with_capacity(24),
+            values: HashMap::with_capacity(24),
+        }
+    }
+}
+
 impl Expr {
+    /// `#attr`, the attribute's placeholder, its name recorded once however often it is used.
     pub(super) fn name(&mut self, attr: &str) -> String {
-        let placeholder = format!("#{attr}");
-        self.names.insert(placeholder.clone(), attr.to_owned());
+        let mut placeholder = String::with_capacity(attr.len() + 1);
+        placeholder.push('#');
+        placeholder.push_str(attr);
+        self.names
+            .entry(placeholder.clone())
+            .or_insert_with(|| attr.to_owned());
         placeholder
     }
 
+    /// `:vN`, a new value's placeholder.
     pub(super) fn value(&mut self, v: AttributeValue) -> String {
-        let placeholder = format!(":v{}", self.values.len());
+        let mut placeholder = String::with_capacity(6);
+        placeholder.push_str(":v");
+        placeholder.push_str(itoa::Buffer::new().format(self.values.len()));
         self.values.insert(placeholder.clone(), v);
         placeholder
     }
 
     pub(super) fn set(&mut self, attr: &str, v: AttributeValue) -> &mut Self {
         let (a, v) = (self.name(attr), self.value(v));
-        self.set.push(format!("{a} = {v}"));
+        self.set.push([a.as_str(), " = ", v.as_str()].concat());
         self
     }
 
