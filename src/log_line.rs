@@ -96,10 +96,12 @@ impl Fields<'_> {
     /// Writes ` name=` (no name for the message, no space before the first field), then the
     /// value that `write` writes, escaped.
     fn field(&mut self, field: &Field, write: impl FnOnce(&mut Escaped<'_, '_>) -> fmt::Result) {
-        if self.result.is_err() {
+        let name = field.name();
+        // A `log` record's origin (`log.target`, `log.file`, …): the line's own target and
+        // place say it, and tracing-subscriber leaves these out too.
+        if self.result.is_err() || name.starts_with("log.") {
             return;
         }
-        let name = field.name();
         self.result = (|| {
             if !std::mem::take(&mut self.first) {
                 self.out.write_char(' ')?;
@@ -123,17 +125,20 @@ impl Visit for Fields<'_> {
         }
     }
 
+    /// `name=error name.sources=[cause, its cause]`, as tracing-subscriber writes an error.
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        let name = field.name();
         self.field(field, |out| {
             write!(out, "{value}")?;
             let mut source = value.source();
-            if source.is_some() {
-                out.write_str(" (")?;
+            if source.is_none() {
+                return Ok(());
             }
+            write!(out, " {name}.sources=[")?;
             while let Some(cause) = source {
                 write!(out, "{cause}")?;
                 source = cause.source();
-                out.write_str(if source.is_some() { ": " } else { ")" })?;
+                out.write_str(if source.is_some() { ", " } else { "]" })?;
             }
             Ok(())
         });
@@ -307,14 +312,35 @@ mod tests {
                 n = 3,
                 text = "x\ny",
                 error = &err as &dyn std::error::Error,
+                log.target = "hidden",
                 "caption \"a\nb\" \u{9b}"
             );
+            let inner = std::io::Error::other("no space");
+            let wrapped = std::io::Error::new(inner.kind(), Wrapped(inner));
+            tracing::info!(error = &wrapped as &dyn std::error::Error, "wrapped");
         });
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert_eq!(
             text,
-            " INFO run{key=\"blog-a\\nb\"}: caption \"a\\nb\" \\u{9b} n=3 text=\"x\\ny\" error=disk\\x1b full\n"
+            " INFO run{key=\"blog-a\\nb\"}: caption \"a\\nb\" \\u{9b} n=3 text=\"x\\ny\" error=disk\\x1b full\n \
+             INFO run{key=\"blog-a\\nb\"}: wrapped error=could not write error.sources=[no space]\n"
         );
-        assert_eq!(text.lines().count(), 1);
+        assert_eq!(text.lines().count(), 2);
+    }
+
+    /// An error with a cause, as the pipeline's errors are.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("could not write")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
     }
 }

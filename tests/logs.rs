@@ -49,6 +49,8 @@ async fn no_secret_reaches_the_logs() {
         .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
         .with_writer(move || writer.clone())
         .with_ansi(false)
+        // The fields as postonce's own log writes them (src/log_line.rs).
+        .fmt_fields(postonce::log_line::LineFields)
         .init();
 
     let mut env = Env::start().await;
