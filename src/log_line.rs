@@ -1,6 +1,8 @@
 //! The fields of a log line (`serve`'s, the CLI's and Lambda's text log): what
-//! `tracing-subscriber`'s default fields write (`message` as is, then `name=value`), with every
-//! control character escaped, and written a run at a time.
+//! `tracing-subscriber`'s default fields write (`message` as is, then `name=value`, an error's
+//! causes as `name.sources=[…]`, a `log` record's `log.*` fields left out; only the italic field
+//! names on a terminal are gone), with every control character escaped, and written a run at a
+//! time.
 //!
 //! `tracing-subscriber` escapes a message's terminal control characters one character at a
 //! time, which was most of what a dry run's shown requests cost a run (issue 34). Here a value is
