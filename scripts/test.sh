@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README "Tests"): installs what a fresh machine lacks, starts the services
 # the tests need (DynamoDB Local; each test starts its own redis-server), runs every check, and
-# stops what it started. Usage: scripts/test.sh [extra cargo test args]
+# stops what it started. Usage: scripts/test.sh [extra cargo nextest run args: a filter, --no-capture]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -111,10 +111,17 @@ if ! command -v cargo-lambda >/dev/null; then
 fi
 nice -n 19 cargo lambda build --release >"$LOGS/lambda.log" 2>&1 &
 LAMBDA_PID=$!
-step "cargo test"
+# The tests run under cargo-nextest (.config/nextest.toml): each in a process of its own, several
+# at once across the test binaries. This project's machines have it; elsewhere it is
+# built from crates.io.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  step "installing cargo-nextest (crates.io)"
+  cargo install --locked cargo-nextest
+fi
+step "cargo nextest run"
 LOG_DIR="$CARGO_TARGET_DIR/tmp/postonce-test-logs"
 rm -rf "$LOG_DIR"
-cargo test "$@"
+cargo nextest run "$@"
 step "searching the suite's logs for the test secrets"
 if [[ -d "$LOG_DIR" ]]; then
   printf 'captured %s log lines from %s test processes\n' "$(cat "$LOG_DIR"/*.log | wc -l)" "$(ls "$LOG_DIR" | wc -l)"

@@ -695,9 +695,6 @@ pub fn announcement(key: &PostKey) -> (String, String) {
     (caption, link)
 }
 
-/// Sends every test process's logs to `target/tmp/postonce-test-logs/`, where scripts/test.sh
-/// searches them for the test secrets after the suite (the whole suite runs with recognisable
-/// secret values).
 /// The CI route's signature of `body` under the environments' `POSTONCE_WEBHOOK_SECRET`
 /// (GitHub's `X-Hub-Signature-256`: `sha256=<hex HMAC-SHA256>`).
 pub fn sign(body: &[u8]) -> String {
@@ -707,6 +704,9 @@ pub fn sign(body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Sends every test process's logs to `target/tmp/postonce-test-logs/`, where scripts/test.sh
+/// searches them for the test secrets after the suite (the whole suite runs with recognisable
+/// secret values).
 pub fn capture_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
