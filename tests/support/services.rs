@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -261,6 +261,71 @@ fn postgres_bin(name: &str) -> PathBuf {
     }
 }
 
+/// Gives `dir` to the unprivileged user PostgreSQL runs as.
+fn give_to_postgres(dir: &Path) {
+    let chown = Command::new("chown")
+        .args([PG_USER, &dir.display().to_string()])
+        .status()
+        .expect("chown");
+    assert!(
+        chown.success(),
+        "cannot give {} to the {PG_USER} user (does it exist? apt-get install -y postgresql creates it)",
+        dir.display()
+    );
+}
+
+/// The suite's initdb cluster, made once per `initdb` binary and copied for every server: every
+/// test is a process of its own, and `initdb` costs about a second of CPU where a copy costs a
+/// fifth. It lives under the system's temporary folder (the `postgres` user must reach it), is
+/// made in a folder of its own and renamed into place, so a test sees it whole or not at all,
+/// and two tests that make it at once both use the first one renamed.
+fn initdb_template() -> PathBuf {
+    let initdb = postgres_bin("initdb");
+    let stamp = std::fs::metadata(&initdb)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let version = initdb
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map_or_else(|| "path".to_owned(), |v| v.to_string_lossy().into_owned());
+    let cluster = std::env::temp_dir().join(format!("postonce-pg-initdb-{version}-{stamp}"));
+    if cluster.join("PG_VERSION").exists() {
+        return cluster;
+    }
+    let work = tempfile::Builder::new()
+        .prefix("postonce-pg-initdb-")
+        .tempdir()
+        .expect("a temporary folder for initdb");
+    give_to_postgres(work.path());
+    let out = Command::new("runuser")
+        .args(["-u", PG_USER, "--"])
+        .arg(&initdb)
+        .arg("-D")
+        .arg(work.path().join("data"))
+        .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
+        });
+    assert!(
+        out.status.success(),
+        "initdb failed (install PostgreSQL with `apt-get install -y postgresql`; scripts/test.sh does this): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Another test may have renamed its own into place meanwhile: then that one is used.
+    if std::fs::rename(work.path().join("data"), &cluster).is_err() {
+        assert!(
+            cluster.join("PG_VERSION").exists(),
+            "cannot move the initdb cluster to {}",
+            cluster.display()
+        );
+    }
+    cluster
+}
+
 /// A signal to a process that may have exited meanwhile (a backend ending on its own).
 fn quiet_signal(pid: u32, sig: &str) {
     let _ = Command::new("kill")
@@ -312,34 +377,22 @@ impl PostgresServer {
     }
 
     pub fn start() -> Self {
-        let initdb = postgres_bin("initdb");
         let dir = tempfile::Builder::new()
             .prefix("postonce-pg-")
             .tempdir()
             .expect("a temporary folder for PostgreSQL");
-        let chown = Command::new("chown")
-            .args([PG_USER, &dir.path().display().to_string()])
-            .status()
-            .expect("chown");
-        assert!(
-            chown.success(),
-            "cannot give {} to the {PG_USER} user (does it exist? apt-get install -y postgresql creates it)",
-            dir.path().display()
-        );
-        let out = Command::new("runuser")
-            .args(["-u", PG_USER, "--"])
-            .arg(&initdb)
-            .arg("-D")
+        give_to_postgres(dir.path());
+        // A copy of the suite's one initdb cluster (`cp -a` keeps its owner and modes).
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(initdb_template())
             .arg(dir.path().join("data"))
-            .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
-            });
+            .status()
+            .expect("cp");
         assert!(
-            out.status.success(),
-            "initdb failed (install PostgreSQL with `apt-get install -y postgresql`; scripts/test.sh does this): {}",
-            String::from_utf8_lossy(&out.stderr)
+            copied.success(),
+            "cannot copy the initdb cluster into {}",
+            dir.path().display()
         );
         let mut s = Self {
             port: restartable_port(),
