@@ -101,16 +101,6 @@ cargo clippy --all-targets -- -D warnings
 # The Lambda build's feature set (Cargo.toml [package.metadata.lambda.build]: no `cli`, no `mcp`).
 step "cargo clippy --no-default-features -- -D warnings (the Lambda build's features)"
 cargo clippy --no-default-features -- -D warnings
-# The optimized Lambda build runs beside the tests, at the lowest priority: it takes the CPU
-# the tests leave while they wait on timers and servers, instead of minutes of its own after
-# them. (Its artifacts live in their own profile folder, so the two builds never wait on each
-# other's lock.)
-step "cargo lambda build --release (in the background, beside the tests)"
-if ! command -v cargo-lambda >/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check cargo-lambda ziglang
-fi
-nice -n 19 cargo lambda build --release >"$LOGS/lambda.log" 2>&1 &
-LAMBDA_PID=$!
 # The tests run under cargo-nextest (.config/nextest.toml): each in a process of its own, several
 # at once across the test binaries. This project's machines have it; elsewhere it is
 # built from crates.io.
@@ -118,6 +108,19 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest (crates.io)"
   cargo install --locked cargo-nextest
 fi
+step "building the test binaries"
+cargo nextest run --no-run "$@"
+# The optimized Lambda build runs beside the tests, at the lowest priority: it takes the CPU
+# the tests leave while they wait on timers and servers, instead of minutes of its own after
+# them. It starts once the test binaries are built, so that their build has both cores. (Its
+# artifacts live in their own profile folder, so the two builds never wait on each other's
+# lock.)
+step "cargo lambda build --release (in the background, beside the tests)"
+if ! command -v cargo-lambda >/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check cargo-lambda ziglang
+fi
+nice -n 19 cargo lambda build --release >"$LOGS/lambda.log" 2>&1 &
+LAMBDA_PID=$!
 step "cargo nextest run"
 LOG_DIR="$CARGO_TARGET_DIR/tmp/postonce-test-logs"
 rm -rf "$LOG_DIR"
