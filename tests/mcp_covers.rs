@@ -28,27 +28,26 @@ type Client = RunningService<RoleClient, ClientConfig>;
 const NOBODY: u32 = 65534;
 
 /// A copy of the binary that another user can run: the build folder may sit in root's home
-/// (mode 0700), as it does in CI (`~/.cache/postonce/target`). Made once per test process.
-fn runnable_by_anyone() -> std::path::PathBuf {
-    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    COPY.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("postonce-mcp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a folder for the binary");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("0755");
-        let to = dir.join("postonce");
-        std::fs::copy(env!("CARGO_BIN_EXE_postonce"), &to).expect("copy the binary");
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("0755");
-        to
-    })
-    .clone()
+/// (mode 0700), as it does in CI (`~/.cache/postonce/target`). The copy goes with its folder.
+fn runnable_by_anyone() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("postonce-mcp-")
+        .tempdir()
+        .expect("a folder for the binary");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("0755");
+    let to = dir.path().join("postonce");
+    std::fs::copy(env!("CARGO_BIN_EXE_postonce"), &to).expect("copy the binary");
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("0755");
+    (dir, to)
 }
 
 /// Starts `postonce mcp` with the environment's variables and `extra`, as `uid` when given.
 async fn connect(env: &Env, extra: &[(&str, String)], uid: Option<u32>) -> Client {
-    let binary = match uid {
-        Some(_) => runnable_by_anyone(),
-        None => env!("CARGO_BIN_EXE_postonce").into(),
-    };
+    let copy = uid.map(|_| runnable_by_anyone());
+    let binary = copy.as_ref().map_or_else(
+        || env!("CARGO_BIN_EXE_postonce").into(),
+        |(_, to)| to.clone(),
+    );
     let mut cmd = tokio::process::Command::new(binary);
     cmd.arg("mcp")
         .env_clear()
@@ -63,14 +62,17 @@ async fn connect(env: &Env, extra: &[(&str, String)], uid: Option<u32>) -> Clien
         cmd.uid(uid).gid(uid);
     }
     let transport = TokioChildProcess::new(cmd).expect("start postonce mcp");
-    ClientConfig::new(
+    let client = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("postonce-tests", "1.0.0"),
     )
     .with_protocol_version(ProtocolVersion::V_2025_06_18)
     .serve(transport)
     .await
-    .expect("initialize the MCP session")
+    .expect("initialize the MCP session");
+    // The server runs the copy now: its file can go (the running process keeps it).
+    drop(copy);
+    client
 }
 
 async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {

@@ -274,56 +274,65 @@ fn give_to_postgres(dir: &Path) {
     );
 }
 
-/// The suite's initdb cluster, made once per `initdb` binary and copied for every server: every
-/// test is a process of its own, and `initdb` costs about a second of CPU where a copy costs a
-/// fifth. It lives under the system's temporary folder (the `postgres` user must reach it), is
-/// made in a folder of its own and renamed into place, so a test sees it whole or not at all,
-/// and two tests that make it at once both use the first one renamed.
-fn initdb_template() -> PathBuf {
-    let initdb = postgres_bin("initdb");
-    let stamp = std::fs::metadata(&initdb)
+/// `path` under the system's temporary folder, made once per machine by `make` and then shared
+/// by every test process that asks for it. `make` fills a folder of its own beside it (the path
+/// it is given, which does not exist yet) that is renamed into place, so a test sees it whole or
+/// not at all, and when two tests make it at once both use the first one renamed.
+fn made_once(name: &str, make: impl FnOnce(&Path)) -> PathBuf {
+    let path = std::env::temp_dir().join(name);
+    if path.exists() {
+        return path;
+    }
+    let work = tempfile::Builder::new()
+        .prefix(&format!("{name}-making-"))
+        .tempdir()
+        .expect("a temporary folder");
+    let made = work.path().join("made");
+    make(&made);
+    if std::fs::rename(&made, &path).is_err() {
+        assert!(path.exists(), "cannot move {} into place", path.display());
+    }
+    path
+}
+
+/// The seconds of a file's modification time, to tell one build or install from the next.
+fn modified_s(file: &Path) -> u64 {
+    std::fs::metadata(file)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The suite's initdb cluster, made once per `initdb` binary ([`made_once`]) and copied for
+/// every server: every test is a process of its own, and `initdb` costs about a second of CPU
+/// where a copy costs a fifth. (The temporary folder, since the `postgres` user must reach it.)
+fn initdb_template() -> PathBuf {
+    let initdb = postgres_bin("initdb");
     let version = initdb
         .parent()
         .and_then(Path::parent)
         .and_then(Path::file_name)
         .map_or_else(|| "path".to_owned(), |v| v.to_string_lossy().into_owned());
-    let cluster = std::env::temp_dir().join(format!("postonce-pg-initdb-{version}-{stamp}"));
-    if cluster.join("PG_VERSION").exists() {
-        return cluster;
-    }
-    let work = tempfile::Builder::new()
-        .prefix("postonce-pg-initdb-")
-        .tempdir()
-        .expect("a temporary folder for initdb");
-    give_to_postgres(work.path());
-    let out = Command::new("runuser")
-        .args(["-u", PG_USER, "--"])
-        .arg(&initdb)
-        .arg("-D")
-        .arg(work.path().join("data"))
-        .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
-        });
-    assert!(
-        out.status.success(),
-        "initdb failed (install PostgreSQL with `apt-get install -y postgresql`; scripts/test.sh does this): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Another test may have renamed its own into place meanwhile: then that one is used.
-    if std::fs::rename(work.path().join("data"), &cluster).is_err() {
+    let name = format!("postonce-pg-initdb-{version}-{}", modified_s(&initdb));
+    made_once(&name, |data| {
+        give_to_postgres(data.parent().expect("a parent folder"));
+        let out = Command::new("runuser")
+            .args(["-u", PG_USER, "--"])
+            .arg(&initdb)
+            .arg("-D")
+            .arg(data)
+            .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
+            });
         assert!(
-            cluster.join("PG_VERSION").exists(),
-            "cannot move the initdb cluster to {}",
-            cluster.display()
+            out.status.success(),
+            "initdb failed (install PostgreSQL with `apt-get install -y postgresql`; scripts/test.sh does this): {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-    }
-    cluster
+    })
 }
 
 /// A signal to a process that may have exited meanwhile (a backend ending on its own).
