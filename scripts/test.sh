@@ -104,12 +104,15 @@ cargo clippy --no-default-features -- -D warnings
 # The tests run under cargo-nextest (.config/nextest.toml): each in a process of its own, several
 # at once across the test binaries. This project's machines have it; elsewhere it is
 # built from crates.io.
-if ! cargo nextest --version >/dev/null 2>&1; then
-  step "installing cargo-nextest (crates.io)"
+# .config/nextest.toml needs 0.9.91 or later (per-test priorities).
+nextest=$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}' || true)
+if [[ -z "$nextest" || "$(printf '%s\n' 0.9.91 "$nextest" | sort -V | head -n1)" != 0.9.91 ]]; then
+  step "installing cargo-nextest (crates.io; found: ${nextest:-none})"
   cargo install --locked cargo-nextest
 fi
+# Every test binary (the arguments below choose which run, and some of them are the runner's).
 step "building the test binaries"
-cargo nextest run --no-run "$@"
+cargo nextest run --no-run
 # The optimized Lambda build runs beside the tests, at the lowest priority: it takes the CPU
 # the tests leave while they wait on timers and servers, instead of minutes of its own after
 # them. It starts once the test binaries are built, so that their build has both cores. (Its

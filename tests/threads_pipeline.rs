@@ -38,7 +38,8 @@ const QUIET: (&str, &str) = ("POSTONCE_RECONCILE_AFTER_S", "2");
 /// A hang long enough that the 1.5 s budget gives up first.
 const HANG: Duration = Duration::from_secs(3);
 
-/// Fail points are process-wide: the tests of this file run one at a time.
+/// Fail points are process-wide: under `cargo test` the tests of this file run one at a time
+/// (nextest gives each test a process of its own).
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 fn target(o: &Outcome, n: Network) -> TargetOutcome {

@@ -717,7 +717,12 @@ pub fn capture_logs() {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "test".into());
         let path = dir.join(format!("{exe}-{}.log", std::process::id()));
-        if let Ok(file) = std::fs::File::create(path) {
+        // Appended to: a process id can come back within a run (a test is a process of its own).
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new("info,postonce=trace"))
                 .with_writer(std::sync::Mutex::new(file))

@@ -274,14 +274,21 @@ fn give_to_postgres(dir: &Path) {
     );
 }
 
-/// `path` under the system's temporary folder, made once per machine by `make` and then shared
+/// `name` under the system's temporary folder, made once per machine by `make` and then shared
 /// by every test process that asks for it. `make` fills a folder of its own beside it (the path
 /// it is given, which does not exist yet) that is renamed into place, so a test sees it whole or
-/// not at all, and when two tests make it at once both use the first one renamed.
-fn made_once(name: &str, make: impl FnOnce(&Path)) -> PathBuf {
+/// not at all, and when two tests make it at once both use the first one renamed. One that
+/// `whole` refuses (a crash after the rename, a cleaner of the temporary folder, a link) is
+/// moved aside and made again.
+fn made_once(name: &str, whole: impl Fn(&Path) -> bool, make: impl FnOnce(&Path)) -> PathBuf {
     let path = std::env::temp_dir().join(name);
-    if path.exists() {
+    let real_folder = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if real_folder(&path) && whole(&path) {
         return path;
+    }
+    if std::fs::symlink_metadata(&path).is_ok() {
+        let aside = std::env::temp_dir().join(unique(&format!("{name}-broken-")));
+        let _ = std::fs::rename(&path, aside);
     }
     let work = tempfile::Builder::new()
         .prefix(&format!("{name}-making-"))
@@ -290,39 +297,61 @@ fn made_once(name: &str, make: impl FnOnce(&Path)) -> PathBuf {
     let made = work.path().join("made");
     make(&made);
     if std::fs::rename(&made, &path).is_err() {
-        assert!(path.exists(), "cannot move {} into place", path.display());
+        assert!(
+            real_folder(&path) && whole(&path),
+            "cannot move {} into place",
+            path.display()
+        );
     }
     path
 }
 
-/// The seconds of a file's modification time, to tell one build or install from the next.
-fn modified_s(file: &Path) -> u64 {
-    std::fs::metadata(file)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs())
-}
+/// initdb's options for the suite's cluster (part of its name, so a change makes a new one).
+const INITDB_ARGS: [&str; 6] = [
+    "-U",
+    "postonce",
+    "--auth=trust",
+    "-E",
+    "UTF8",
+    "--no-instructions",
+];
 
-/// The suite's initdb cluster, made once per `initdb` binary ([`made_once`]) and copied for
-/// every server: every test is a process of its own, and `initdb` costs about a second of CPU
-/// where a copy costs a fifth. (The temporary folder, since the `postgres` user must reach it.)
+/// The suite's initdb cluster, made once per `initdb` binary and options ([`made_once`]) and
+/// copied for every server: every test is a process of its own, and `initdb` costs about a
+/// second of CPU where a copy costs a fifth. (The temporary folder, since the `postgres` user
+/// must reach it. Made once, it is synced, unlike the servers' own files.)
 fn initdb_template() -> PathBuf {
+    use std::hash::{Hash, Hasher};
     let initdb = postgres_bin("initdb");
-    let version = initdb
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .map_or_else(|| "path".to_owned(), |v| v.to_string_lossy().into_owned());
-    let name = format!("postonce-pg-initdb-{version}-{}", modified_s(&initdb));
-    made_once(&name, |data| {
+    // The binary itself, found on PATH when that is where it is: its path, size and time.
+    let found = if initdb.is_absolute() {
+        initdb.clone()
+    } else {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(&initdb))
+            .find(|f| f.is_file())
+            .unwrap_or_else(|| initdb.clone())
+    };
+    let mut key = std::collections::hash_map::DefaultHasher::new();
+    found.hash(&mut key);
+    INITDB_ARGS.hash(&mut key);
+    if let Ok(m) = std::fs::metadata(&found) {
+        m.len().hash(&mut key);
+        m.modified().ok().hash(&mut key);
+    }
+    let name = format!("postonce-pg-initdb-{:016x}", key.finish());
+    let whole =
+        |data: &Path| data.join("PG_VERSION").is_file() && data.join("global/pg_control").is_file();
+    made_once(&name, whole, |data| {
         give_to_postgres(data.parent().expect("a parent folder"));
         let out = Command::new("runuser")
             .args(["-u", PG_USER, "--"])
             .arg(&initdb)
             .arg("-D")
             .arg(data)
-            .args(["-U", "postonce", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
+            .args(INITDB_ARGS)
             .output()
             .unwrap_or_else(|e| {
                 panic!("{} could not be run ({e}): install PostgreSQL with `apt-get install -y postgresql` (scripts/test.sh does this)", initdb.display())
@@ -346,8 +375,9 @@ fn quiet_signal(pid: u32, sig: &str) {
 /// The owner of the server's files: `initdb` refuses to run as root.
 const PG_USER: &str = "postgres";
 
-/// A PostgreSQL server of its own (initdb in a temporary folder, a free port), run as the
-/// unprivileged `postgres` user, so a test can kill it with -9, pause it and restart it.
+/// A PostgreSQL server of its own (a copy of the suite's initdb cluster in a temporary folder, a
+/// free port), run as the unprivileged `postgres` user, so a test can kill it with -9, pause it
+/// and restart it.
 pub struct PostgresServer {
     port: u16,
     dir: tempfile::TempDir,
