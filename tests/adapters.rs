@@ -1,7 +1,7 @@
 //! The per-network adapters against their fakes, through the one trait the pipeline will use
 //! ([`NetworkAdapter`]): what each network's answers mean for the post.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

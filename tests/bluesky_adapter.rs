@@ -5,7 +5,7 @@
 //! record; accept-then-hang settled by a replay; `getRecord`; grapheme counting; the dry run;
 //! and secrets kept out of `Debug` and errors. Not wired into the pipeline yet.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! (issue 21, item 4; object_store's `integration.rs` run over every store is the model).
 //!
 //! Every network is listed once, with an adapter onto its wire-format fake, in
-//! `conformance/networks.rs` ([`conformance::networks::NETWORKS`]); each test below runs its
+//! `conformance/networks.rs` ([`networks::NETWORKS`]); each test below runs its
 //! behaviour over all of them, concurrently in one environment (real redis-server and
 //! DynamoDB Local, 1.5 s budgets, a 3 s quiet period), prints a line of figures per network
 //! and fails naming each network that broke the rule, with what it did:
@@ -29,18 +29,15 @@
 //! (`Env::with_every_network`) and a line to `NETWORKS`; the first test below fails while a
 //! network of the registry is missing from that list.
 
-mod support;
+use crate::support;
 
-mod conformance {
-    pub mod harness;
-    pub mod networks;
-    pub mod posting;
-    pub mod refusals;
-}
+pub mod harness;
+pub mod networks;
+pub mod posting;
+pub mod refusals;
 
-use conformance::harness::{env, past_the_quiet_period, Suite};
-use conformance::networks::NETWORKS;
-use conformance::{posting, refusals};
+use harness::{env, past_the_quiet_period, Suite};
+use networks::NETWORKS;
 use postonce::networks::Network;
 use support::env::Stores;
 

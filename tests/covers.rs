@@ -1,7 +1,7 @@
 //! The cover itself (the images issue): strict decoding of real files made by the tests, a
 //! rendition only where a network's limits need one, and the same bytes every time.
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use postonce::image::{cover_blocking, vet, Cover, Format, Formats, ImageError, ImageLimits};

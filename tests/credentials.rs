@@ -4,7 +4,7 @@
 //! refusals (wrong state, refused consent, a code used twice, a port in use) storing nothing,
 //! `auth status`, and no secret in any output.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

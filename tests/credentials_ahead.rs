@@ -2,7 +2,7 @@
 //! in Telegram at 14 days or fewer, again at 3 days, and when it has expired, once per step
 //! across many sweeps in several processes; a renewed token stops it.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! `auth status` reads it from there, and a `postonce post` with no LinkedIn token of its own
 //! posts with it at the LinkedIn fake, which checks the token.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

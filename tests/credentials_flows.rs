@@ -2,7 +2,7 @@
 //! input, checked with `createSession`), then a real post with the stored credential against
 //! the Bluesky fake; a wrong app password is refused and stores nothing.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;

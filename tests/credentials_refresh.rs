@@ -5,7 +5,7 @@
 //! (the LinkedIn fake accepts only that one). The refresh token's own expiry is kept: it counts
 //! from the first authorization.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -12,7 +12,7 @@
 //! 190, met at the container), over real redis-server and DynamoDB Local; Bluesky (a revoked app
 //! password), X and Mastodon (a replaced token: 401) the same way with a few drafts each.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! `postonce doctor` and `postonce telegram set-webhook` against the test services.
 
-mod support;
+use crate::support;
 
 use postonce::doctor::{doctor, set_webhook};
 use support::bluesky::{BlueskyFake, APP_PASSWORD, DID, HANDLE};

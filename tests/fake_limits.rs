@@ -7,7 +7,7 @@
 //! The last test sends the original cover of the images issue, a 3 MB noise PNG, to every fake:
 //! at least one network refuses it, so a pipeline that sent the original everywhere would fail.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -22,7 +22,7 @@
 //!
 //! Each test prints its figures.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Command;

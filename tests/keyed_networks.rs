@@ -29,7 +29,7 @@
 //!
 //! Each test prints its figures per network.
 
-mod support;
+use crate::support;
 
 use support::env::sign;
 

@@ -16,7 +16,7 @@
 //! Sizes: `POSTONCE_LOCAL_RACE_ROUNDS` (default 20) rounds of `POSTONCE_LOCAL_RACERS` (default
 //! 4) processes. The tests print their figures.
 
-mod support;
+use crate::support;
 
 use support::env::sign;
 

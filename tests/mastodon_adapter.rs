@@ -6,7 +6,7 @@
 //! every answer class, the dry run, and the token kept out of `Debug` and errors. Not wired
 //! into the pipeline yet.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

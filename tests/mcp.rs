@@ -3,7 +3,7 @@
 //! the local store) and the LinkedIn fake with its duplicate check off, so that every post is
 //! counted at the fake and a second post would show.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! message, and nothing is stored or sent. Without the variable no local file is read, and the
 //! tool's description says so.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! with in-process claims), with LinkedIn and the image host as wire-format fakes. Each test
 //! names the rule it guards (the numbered list in `src/pipeline/mod.rs`).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

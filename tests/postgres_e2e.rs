@@ -2,7 +2,7 @@
 //! DynamoDB, nothing durable in POSTONCE_DATA_DIR). The LinkedIn fake's duplicate check is off:
 //! every create-post that reaches it is a post, so a second one for a key shows as a duplicate.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

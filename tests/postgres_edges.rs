@@ -4,7 +4,7 @@
 //! schema and gives up on a lock it cannot get. Only `DATABASE_URL` is set (no Redis, no
 //! DynamoDB); LinkedIn's duplicate check is off, so a second create-post shows as a duplicate.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -16,7 +16,7 @@
 //! Verdict, counted at the fake per key: 0 duplicates, and 0 drafts lost: every draft ends
 //! posted and recorded, or told to the owner.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! same bytes in two separate processes, and nothing is ever written outside the folder (a
 //! symbolic link planted there is never followed).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! claim, post and release as usual, not answer `failed` retryable (503). Redis is healthy again
 //! by the time that run starts: a failure there is the client's, not the server's.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

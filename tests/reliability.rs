@@ -2,7 +2,7 @@
 //! stuck drafts, gives up after its cap, reminds the owner of unknowns, and never re-posts a
 //! draft that has a record.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

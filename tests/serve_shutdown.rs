@@ -4,7 +4,7 @@
 //! create-post is slow enough for the signal to land while the run is in it. And what `serve`
 //! prints: one line per log event (a log shipper splits on newlines).
 
-mod support;
+use crate::support;
 
 use support::env::sign;
 

@@ -6,7 +6,7 @@
 //! A new store joins by one line in [`RECORD_STORES`] or [`CLAIM_STORES`]: a name and a
 //! function that opens two handles on one fresh store (two processes sharing it).
 
-mod support;
+use crate::support;
 
 use std::any::Any;
 use std::collections::BTreeSet;

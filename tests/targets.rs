@@ -18,7 +18,7 @@
 //!
 //! Each test prints its figures.
 
-mod support;
+use crate::support;
 
 use support::env::sign;
 

@@ -4,7 +4,7 @@
 //! doubt while the message exists; the URL shapes; the caption limit; and the token never
 //! leaves in an error, a `Debug` output or a log line.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

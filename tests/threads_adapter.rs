@@ -7,7 +7,7 @@
 //! the quota, the doctor's read, the text count, the dry run, and the token kept out of `Debug`
 //! and errors.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -7,7 +7,7 @@
 //! Real redis-server and DynamoDB Local; the networks and Telegram are wire-format fakes, and
 //! every count is taken at the fakes.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 403, reading back by exact text (t.co links, paging, a refused read), the dry run, and
 //! secrets kept out of `Debug` and errors. Not wired into the pipeline yet.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
