@@ -43,3 +43,34 @@ mod threads_adapter;
 mod told_and_listed;
 mod triggers;
 mod x_adapter;
+
+/// Every file under `tests/` is compiled and run: Cargo's automatic test targets are off
+/// (`autotests = false`), so a new file that is neither a module above nor a `[[test]]` of its
+/// own in Cargo.toml would silently never run.
+#[test]
+fn every_test_file_is_a_module_here_or_a_binary_of_its_own() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
+    let (suite, manifest) = (read("tests/suite.rs"), read("Cargo.toml"));
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests")).expect("tests/") {
+        let path = entry.expect("an entry of tests/").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+            continue;
+        }
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("a file name");
+        let module = suite.lines().any(|l| l == format!("mod {stem};"));
+        let binary = manifest.contains(&format!("path = \"tests/{stem}.rs\""));
+        if !module && !binary {
+            missing.push(format!("tests/{stem}.rs"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{missing:?} would never run: add `mod <name>;` to tests/suite.rs (or a [[test]] of its \
+         own to Cargo.toml when its tests need a process to themselves under plain cargo test)"
+    );
+}
