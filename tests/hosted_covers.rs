@@ -18,7 +18,7 @@
 //! - without a host, a local cover is still refused for Threads (`threads_pipeline.rs`,
 //!   `a_local_file_cover_fails_threads_before_any_request_and_the_run_is_partial`).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,8 +36,8 @@ use support::services::free_port;
 use support::threads::Mode;
 use tokio::sync::Mutex;
 
-/// The fakes' clocks and the quiet period are per environment, but fail points and the
-/// serve processes' ports are not worth racing: one test at a time.
+/// The fakes' clocks and the quiet period are per environment, but the serve processes'
+/// ports are not worth racing: one test at a time.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 fn target(o: &Outcome, n: Network) -> TargetOutcome {

@@ -2,8 +2,9 @@
 //! shared support (tests/support/) is compiled once, not once per file, and one binary is linked
 //! instead of 36. The suite runs under cargo-nextest, each test in a process of its own
 //! (scripts/test.sh). The files whose tests need a process to themselves even under `cargo test`
-//! stay binaries of their own (Cargo.toml `[[test]]`): the fail points' (process-wide), the
-//! global log subscriber's, the chaos, storm and model-checker proofs.
+//! stay binaries of their own (Cargo.toml `[[test]]`): the fail points' and the global log
+//! subscriber's (process-wide), the one that runs `serve` in its own process (its signal handlers
+//! are the process's from then on), and the chaos, storm and model-checker proofs.
 
 mod support;
 
@@ -20,6 +21,7 @@ mod credentials_refresh;
 mod credentials_revoked;
 mod doctor;
 mod fake_limits;
+mod hosted_covers;
 mod hostile;
 mod images_e2e;
 mod keyed_networks;
@@ -41,18 +43,17 @@ mod targets;
 mod telegram_channel_adapter;
 mod threads_adapter;
 mod told_and_listed;
-mod triggers;
 mod x_adapter;
 
-/// Every file under `tests/` is compiled and run: Cargo's automatic test targets are off
+/// Every file under `tests/` is compiled and run once: Cargo's automatic test targets are off
 /// (`autotests = false`), so a new file that is neither a module above nor a `[[test]]` of its
-/// own in Cargo.toml would silently never run.
+/// own in Cargo.toml would silently never run, and one that is both would run twice.
 #[test]
-fn every_test_file_is_a_module_here_or_a_binary_of_its_own() {
+fn every_test_file_is_a_module_here_or_a_binary_of_its_own_once() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
     let (suite, manifest) = (read("tests/suite.rs"), read("Cargo.toml"));
-    let mut missing = Vec::new();
+    let (mut missing, mut twice) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(root.join("tests")).expect("tests/") {
         let path = entry.expect("an entry of tests/").path();
         if path.extension().and_then(|e| e.to_str()) != Some("rs") {
@@ -67,10 +68,18 @@ fn every_test_file_is_a_module_here_or_a_binary_of_its_own() {
         if !module && !binary {
             missing.push(format!("tests/{stem}.rs"));
         }
+        if module && binary && stem != "suite" {
+            twice.push(format!("tests/{stem}.rs"));
+        }
     }
     assert!(
         missing.is_empty(),
         "{missing:?} would never run: add `mod <name>;` to tests/suite.rs (or a [[test]] of its \
          own to Cargo.toml when its tests need a process to themselves under plain cargo test)"
+    );
+    assert!(
+        twice.is_empty(),
+        "{twice:?} run twice: each is a module of tests/suite.rs and a [[test]] in Cargo.toml; \
+         keep one"
     );
 }

@@ -2,7 +2,7 @@
 //! `postonce serve`'s server, Lambda event fixtures through the Lambda handler, and the reports
 //! as the Telegram fake received them.
 
-use crate::support;
+mod support;
 
 use support::env::sign;
 
