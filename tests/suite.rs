@@ -68,7 +68,7 @@ fn every_test_file_is_a_module_here_or_a_binary_of_its_own_once() {
         if !module && !binary {
             missing.push(format!("tests/{stem}.rs"));
         }
-        if module && binary && stem != "suite" {
+        if module && binary {
             twice.push(format!("tests/{stem}.rs"));
         }
     }
