@@ -6,7 +6,11 @@ whose CI body carries the draft), `callgrind_control -d`. Instruction counts do 
 the machine's load. Prints the total per run and leaves the callgrind file for
 `callgrind_annotate --inclusive=yes OUT.1`.
 
-Usage: python3 bench/callgrind_warm.py BINARY OUT new|posted pg|ddb [RUNS (default 100)]
+Usage: python3 bench/callgrind_warm.py [--cache-sim] BINARY OUT new|posted pg|ddb [RUNS (default 100)]
+  --cache-sim: also simulate the caches (32 KiB L1 for instructions and for data, and a 1 MiB
+  last level, about one core's L2), and print each run's misses there: what a run touches that
+  a 1 MiB cache does not keep from one run to the next. Instructions alone do not explain a
+  ratio of CPU time (README "Performance").
   pg: BINARY built with the `postgres` feature; ddb: DynamoDB Local from .tools/ (scripts/test.sh
   installs it) or $POSTONCE_DYNAMODB_LOCAL_DIR.
 Build BINARY with CARGO_PROFILE_RELEASE_STRIP=none so that functions keep their names (and
@@ -25,10 +29,14 @@ import sweep
 
 
 def main():
-    if len(sys.argv) < 5 or sys.argv[3] not in ("new", "posted") or sys.argv[4] not in ("pg", "ddb"):
+    argv = [a for a in sys.argv[1:] if a != "--cache-sim"]
+    cache_sim = len(argv) < len(sys.argv) - 1
+    if len(argv) < 4 or argv[2] not in ("new", "posted") or argv[3] not in ("pg", "ddb"):
         raise SystemExit(__doc__)
-    binary, out, kind, store = sys.argv[1:5]
-    runs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
+    binary, out, kind, store = argv[:4]
+    runs = int(argv[4]) if len(argv) > 4 else 100
+    caches = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64",
+              "--LL=1048576,16,64"] if cache_sim else []
     logdir = tempfile.mkdtemp(prefix="postonce-callgrind-")
     pg = None
     try:
@@ -47,7 +55,7 @@ def main():
             env = harness.aws_env(svc)
             sweep.run_cli(os.environ.get("POSTONCE_BIN", binary), env, ["table", "create"])
         port = harness.free_port()
-        proc = harness.start(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+        proc = harness.start(["valgrind", "--tool=callgrind", "--instr-atstart=no", *caches,
                               f"--callgrind-out-file={out}", binary, "serve", "--addr",
                               f"127.0.0.1:{port}"], env=env, stdout=subprocess.DEVNULL,
                              stderr=open(os.path.join(logdir, "serve.log"), "w"))
@@ -87,6 +95,19 @@ def main():
     per_run = int(total.replace(",", "")) // runs if total != "?" else "?"
     print(f"{kind} key on {store}: {total} instructions in {runs} runs, {per_run} a run "
           f"(callgrind file {out}.1; server log in {logdir})")
+    if cache_sim:
+        fields = {}
+        with open(f"{out}.1") as f:
+            for line in f:
+                if line.startswith(("events:", "totals:")):
+                    fields[line.split(":")[0]] = line.split()[1:]
+        per = {e: int(v) / runs for e, v in zip(fields.get("events", []), fields.get("totals", []))}
+        if "ILmr" in per:
+            l1 = per["I1mr"] + per["D1mr"] + per["D1mw"]
+            ll = per["ILmr"] + per["DLmr"] + per["DLmw"]
+            print(f"  a run's misses: L1 {l1:,.0f} (instructions {per['I1mr']:,.0f}, data "
+                  f"{per['D1mr'] + per['D1mw']:,.0f}); the 1 MiB last level {ll:,.0f} "
+                  f"(instructions {per['ILmr']:,.0f}, data {per['DLmr'] + per['DLmw']:,.0f})")
 
 
 if __name__ == "__main__":
