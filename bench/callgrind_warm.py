@@ -6,11 +6,16 @@ whose CI body carries the draft), `callgrind_control -d`. Instruction counts do 
 the machine's load. Prints the total per run and leaves the callgrind file for
 `callgrind_annotate --inclusive=yes OUT.1`.
 
-Usage: python3 bench/callgrind_warm.py [--cache-sim] BINARY OUT new|posted pg|ddb [RUNS (default 100)]
+Usage: python3 bench/callgrind_warm.py [--cache-sim] [--ll BYTES] BINARY OUT new|posted pg|ddb [RUNS (default 100)]
   --cache-sim: also simulate the caches (32 KiB L1 for instructions and for data, and a 1 MiB
   last level, about one core's L2), and print each run's misses there: what a run touches that
   a 1 MiB cache does not keep from one run to the next. Instructions alone do not explain a
   ratio of CPU time (README "Performance").
+  --ll BYTES: the simulated last level's size instead of 1 MiB (implies --cache-sim; a
+  multiple of 64 KiB, kept at 1,024 sets of 64-byte lines, so its ways are BYTES / 64 KiB).
+  A size that holds a run's misses down tells how much a run touches. So does RUNS 1 with a
+  large last level (--ll 4194304): the cache starts empty when counting starts, so that run's
+  misses there are the distinct 64-byte lines of code and data it touches.
   pg: BINARY built with the `postgres` feature; ddb: DynamoDB Local from .tools/ (scripts/test.sh
   installs it) or $POSTONCE_DYNAMODB_LOCAL_DIR.
 Build BINARY with CARGO_PROFILE_RELEASE_STRIP=none so that functions keep their names (and
@@ -31,12 +36,23 @@ import sweep
 def main():
     argv = [a for a in sys.argv[1:] if a != "--cache-sim"]
     cache_sim = len(argv) < len(sys.argv) - 1
+    ll = 1 << 20
+    if "--ll" in argv:
+        i = argv.index("--ll")
+        try:
+            ll = int(argv[i + 1])
+        except (IndexError, ValueError):
+            raise SystemExit("callgrind_warm: --ll needs a size in bytes, such as 2097152\n" + __doc__)
+        if ll <= 0 or ll % 65536 or (ll // 65536) > 64:
+            raise SystemExit(f"callgrind_warm: --ll {ll}: a multiple of 65536 bytes up to 4 MiB (1,024 sets of 64-byte lines, BYTES / 65536 ways, at most 64)")
+        del argv[i:i + 2]
+        cache_sim = True
     if len(argv) < 4 or argv[2] not in ("new", "posted") or argv[3] not in ("pg", "ddb"):
         raise SystemExit(__doc__)
     binary, out, kind, store = argv[:4]
     runs = int(argv[4]) if len(argv) > 4 else 100
     caches = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64",
-              "--LL=1048576,16,64"] if cache_sim else []
+              f"--LL={ll},{ll // 65536},64"] if cache_sim else []
     logdir = tempfile.mkdtemp(prefix="postonce-callgrind-")
     pg = None
     try:
@@ -104,9 +120,10 @@ def main():
         per = {e: int(v) / runs for e, v in zip(fields.get("events", []), fields.get("totals", []))}
         if "ILmr" in per:
             l1 = per["I1mr"] + per["D1mr"] + per["D1mw"]
-            ll = per["ILmr"] + per["DLmr"] + per["DLmw"]
+            lls = per["ILmr"] + per["DLmr"] + per["DLmw"]
+            size = f"{ll / (1 << 20):g} MiB"
             print(f"  a run's misses: L1 {l1:,.0f} (instructions {per['I1mr']:,.0f}, data "
-                  f"{per['D1mr'] + per['D1mw']:,.0f}); the 1 MiB last level {ll:,.0f} "
+                  f"{per['D1mr'] + per['D1mw']:,.0f}); the {size} last level {lls:,.0f} "
                   f"(instructions {per['ILmr']:,.0f}, data {per['DLmr'] + per['DLmw']:,.0f})")
 
 
