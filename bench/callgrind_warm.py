@@ -21,6 +21,7 @@ Usage: python3 bench/callgrind_warm.py [--cache-sim] [--ll BYTES] BINARY OUT new
 Build BINARY with CARGO_PROFILE_RELEASE_STRIP=none so that functions keep their names (and
 CARGO_PROFILE_RELEASE_DEBUG=line-tables-only for `callgrind_annotate --auto=yes`'s lines).
 """
+import argparse
 import glob
 import http.client
 import os
@@ -34,23 +35,22 @@ import sweep
 
 
 def main():
-    argv = [a for a in sys.argv[1:] if a != "--cache-sim"]
-    cache_sim = len(argv) < len(sys.argv) - 1
-    ll = 1 << 20
-    if "--ll" in argv:
-        i = argv.index("--ll")
-        try:
-            ll = int(argv[i + 1])
-        except (IndexError, ValueError):
-            raise SystemExit("callgrind_warm: --ll needs a size in bytes, such as 2097152\n" + __doc__)
-        if ll <= 0 or ll % 65536 or (ll // 65536) > 64:
-            raise SystemExit(f"callgrind_warm: --ll {ll}: a multiple of 65536 bytes up to 4 MiB (1,024 sets of 64-byte lines, BYTES / 65536 ways, at most 64)")
-        del argv[i:i + 2]
-        cache_sim = True
-    if len(argv) < 4 or argv[2] not in ("new", "posted") or argv[3] not in ("pg", "ddb"):
-        raise SystemExit(__doc__)
-    binary, out, kind, store = argv[:4]
-    runs = int(argv[4]) if len(argv) > 4 else 100
+    ap = argparse.ArgumentParser(usage=__doc__.split("Usage: ")[1].split("\n")[0], description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache-sim", action="store_true")
+    ap.add_argument("--ll", type=int)
+    ap.add_argument("binary")
+    ap.add_argument("out")
+    ap.add_argument("kind", choices=("new", "posted"))
+    ap.add_argument("store", choices=("pg", "ddb"))
+    ap.add_argument("runs", type=int, nargs="?", default=100)
+    args = ap.parse_args()
+    binary, out, kind, store, runs = args.binary, args.out, args.kind, args.store, args.runs
+    ll = 1 << 20 if args.ll is None else args.ll
+    if ll <= 0 or ll % 65536 or ll // 65536 > 64:
+        ap.error(f"--ll {ll}: a multiple of 65536 bytes up to 4 MiB (1,024 sets of 64-byte "
+                 "lines, BYTES / 65536 ways, at most 64)")
+    cache_sim = args.cache_sim or args.ll is not None
     caches = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64",
               f"--LL={ll},{ll // 65536},64"] if cache_sim else []
     logdir = tempfile.mkdtemp(prefix="postonce-callgrind-")
