@@ -18,6 +18,9 @@
 //! `bench_bare serve --addr ADDR`: the same runs behind postonce's entry instead of stdin
 //! ([`entry`]: a signed `POST /ci`, checked, its JSON read, a JSON answer).
 
+// postonce's own file: the SDK's requests go out on the same client as postonce's.
+#[path = "../../../src/aws_http.rs"]
+mod aws_http;
 mod entry;
 mod pg;
 
@@ -34,7 +37,6 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 
@@ -111,11 +113,7 @@ impl Bare {
             .set_number_of_retries(1);
         let redis = ConnectionManager::new_with_config(client, config).await?;
         let shared = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(
-                aws_smithy_http_client::Builder::new()
-                    .tls_provider(Provider::Rustls(CryptoMode::Ring))
-                    .build_https(),
-            )
+            .http_client(aws_http::client())
             .region(Region::new(
                 std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
             ))
