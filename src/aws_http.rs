@@ -1,15 +1,15 @@
 //! The HTTPS client every AWS SDK client here is built with (DynamoDB, SSM, and the credential
-//! providers `aws-config` runs behind them): the SDK's requests go out on reqwest, the client
-//! every other HTTPS call here uses, with the same TLS (rustls on *ring*) and the same trust
-//! anchors (the Mozilla roots compiled in, as reqwest's, redis's and PostgreSQL's are).
+//! providers `aws-config` runs behind them): hyper's pooled client over rustls on *ring*, with
+//! the TLS configuration the process's other connections use ([`crate::tls`]: the Mozilla
+//! roots compiled in, as reqwest's and redis's).
 //!
-//! The SDK's own HTTPS client read the system's root certificates at every start: some 440
-//! PEM files and bundles' entries decoded (17.6 M instructions, two thirds of a cold run's, at
-//! every Lambda cold start) before the first request, to trust the same authorities. Its
-//! `rustls-ring` build also carried a second hyper client and `rustls-native-certs`.
+//! The SDK's own HTTPS client (`aws-smithy-http-client`, `rustls-ring`) read the system's root
+//! certificates at every start: some 440 PEM files and bundle entries decoded (17.6 M
+//! instructions, two thirds of a cold run's) before the first request, to trust the same
+//! authorities.
 //!
-//! The file stands on its own (no `crate::` paths): the benchmark's bare client builds the
-//! same file into its SDK client (`bench/bare`), so that both sides send alike.
+//! The file uses no `crate::` path but [`crate::tls`]: the benchmark's bare client builds both
+//! files into its SDK client (`bench/bare`), so that both sides send alike.
 
 use std::error::Error as StdError;
 use std::sync::{Mutex, PoisonError};
@@ -24,6 +24,9 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::retry::ErrorKind;
+use hyper_util::client::legacy::connect::HttpConnector as Tcp;
+use hyper_util::client::legacy::Client as Pool;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 /// A new HTTPS client for an SDK configuration (`aws_config::defaults(..).http_client(..)` or a
 /// service config's `http_client`). Build it once per SDK client: its connections pool in it.
@@ -62,35 +65,41 @@ impl HttpClient for Client {
     }
 }
 
-/// One reqwest client with the SDK's timeouts, or why it could not be built (told at each call,
-/// since the SDK asks for a connector where it cannot take an error).
+type Https = hyper_rustls::HttpsConnector<Tcp>;
+
+/// One connection pool with the SDK's connect timeout, and its read timeout (the time to the
+/// answer's head, as the SDK's own client counts it); or why TLS could not be set up, told at
+/// each call, since the SDK asks for a connector where it cannot take an error.
 #[derive(Debug)]
-struct Connector(Result<reqwest::Client, String>);
+struct Connector {
+    pool: Result<Pool<Https, SdkBody>, String>,
+    read: Option<Duration>,
+}
 
 impl Connector {
     fn new((connect, read): Timeouts) -> Self {
-        // As the SDK's own client: no redirects followed, no proxy from the environment.
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy();
-        if let Some(d) = connect {
-            builder = builder.connect_timeout(d);
-        }
-        if let Some(d) = read {
-            builder = builder.read_timeout(d);
-        }
-        Self(
-            builder
-                .build()
-                .map_err(|e| format!("cannot build the AWS SDK's HTTPS client: {e}")),
-        )
+        let pool = crate::tls::client_config().map(|tls| {
+            let mut tcp = Tcp::new();
+            tcp.enforce_http(false);
+            tcp.set_nodelay(true);
+            tcp.set_connect_timeout(connect);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(tcp);
+            Pool::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .build(https)
+        });
+        Self { pool, read }
     }
 }
 
 impl HttpConnector for Connector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let client = match &self.0 {
-            Ok(client) => client.clone(),
+        let pool = match &self.pool {
+            Ok(pool) => pool,
             Err(why) => {
                 return HttpConnectorFuture::ready(Err(ConnectorError::other(
                     why.clone().into(),
@@ -98,55 +107,44 @@ impl HttpConnector for Connector {
                 )))
             }
         };
-        let request = match to_reqwest(request) {
+        let request = match request.try_into_http1x() {
             Ok(request) => request,
-            Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(e))),
+            Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(e.into()))),
         };
+        let sent = pool.request(request);
+        let read = self.read;
         HttpConnectorFuture::new(async move {
-            let mut response = client.execute(request).await.map_err(classify)?;
-            let status = response.status();
-            let headers = std::mem::take(response.headers_mut());
-            // The SDK's answers here are small documents (DynamoDB's, SSM's, the credential
-            // providers'): read whole, under the read timeout.
-            let body = response.bytes().await.map_err(classify)?;
-            let mut answer = http::Response::new(SdkBody::from(body));
-            *answer.status_mut() = status;
-            *answer.headers_mut() = headers;
-            HttpResponse::try_from(answer).map_err(|e| ConnectorError::other(e.into(), None))
+            let answer = match read {
+                Some(limit) => tokio::time::timeout(limit, sent).await.map_err(|_| {
+                    ConnectorError::timeout(format!("no answer within {limit:?}").into())
+                })?,
+                None => sent.await,
+            }
+            .map_err(classify)?;
+            HttpResponse::try_from(answer.map(SdkBody::from_body_1_x))
+                .map_err(|e| ConnectorError::other(e.into(), None))
         })
     }
 }
 
-/// The SDK's signed request as reqwest's. Its body is in memory (no operation here streams
-/// one); a streaming body is refused rather than sent short.
-fn to_reqwest(request: HttpRequest) -> Result<reqwest::Request, Box<dyn StdError + Send + Sync>> {
-    let (parts, body) = request.try_into_http1x()?.into_parts();
-    let Some(bytes) = body.bytes() else {
-        return Err("a streaming request body (this client sends bodies held in memory)".into());
-    };
-    let body = reqwest::Body::from(bytes::Bytes::copy_from_slice(bytes));
-    Ok(reqwest::Request::try_from(http::Request::from_parts(
-        parts, body,
-    ))?)
-}
-
 /// How the SDK's retry policy reads a failed call: a timeout, a transport failure it may retry
-/// (refused or reset connections, a connection the server closed), or another failure.
-fn classify(e: reqwest::Error) -> ConnectorError {
-    if e.is_timeout() {
-        return ConnectorError::timeout(e.into());
-    }
-    if e.is_builder() {
-        return ConnectorError::user(e.into());
-    }
+/// (no connection made, a connection refused, reset or closed), an answer cut short, or another
+/// failure.
+fn classify(e: hyper_util::client::legacy::Error) -> ConnectorError {
     let mut source: Option<&(dyn StdError + 'static)> = Some(&e);
     while let Some(err) = source {
         if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_timeout() {
+                return ConnectorError::timeout(e.into());
+            }
             if h.is_incomplete_message() {
                 return ConnectorError::other(e.into(), Some(ErrorKind::TransientError));
             }
             if h.is_closed() || h.is_canceled() {
                 return ConnectorError::io(e.into());
+            }
+            if h.is_user() {
+                return ConnectorError::user(e.into());
             }
         }
         if err.is::<std::io::Error>() {
@@ -232,9 +230,13 @@ mod tests {
             .expect("an answer");
         assert_eq!(answer.status().as_u16(), 400);
         assert_eq!(answer.headers().get("x-amzn-requestid"), Some("r-1"));
+        let body = http_body_util::BodyExt::collect(answer.into_body())
+            .await
+            .expect("the body")
+            .to_bytes();
         assert_eq!(
-            answer.body().bytes(),
-            Some(&br#"{"__type":"ConditionalCheckFailedException"}"#[..])
+            &body[..],
+            &br#"{"__type":"ConditionalCheckFailedException"}"#[..]
         );
         let sent = server.await.expect("the server ran");
         assert!(sent.starts_with("POST / HTTP/1.1\r\n"), "{sent}");

@@ -35,6 +35,7 @@ pub mod secrets;
 pub mod serve;
 pub mod startup;
 pub mod stores;
+pub mod tls;
 pub mod triggers;
 pub mod vars;
 

@@ -18,11 +18,13 @@
 //! `bench_bare serve --addr ADDR`: the same runs behind postonce's entry instead of stdin
 //! ([`entry`]: a signed `POST /ci`, checked, its JSON read, a JSON answer).
 
-// postonce's own file: the SDK's requests go out on the same client as postonce's.
+// postonce's own files: the SDK's requests go out on the same client as postonce's.
 #[path = "../../../src/aws_http.rs"]
 mod aws_http;
 mod entry;
 mod pg;
+#[path = "../../../src/tls.rs"]
+mod tls;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};

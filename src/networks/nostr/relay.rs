@@ -61,16 +61,8 @@ impl Published {
 }
 
 /// The TLS client configuration for `wss://`: rustls on *ring*, the webpki roots.
-static TLS: LazyLock<Option<Arc<rustls::ClientConfig>>> = LazyLock::new(|| {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()
-        .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-});
+static TLS: LazyLock<Option<Arc<rustls::ClientConfig>>> =
+    LazyLock::new(|| crate::tls::client_config().ok().map(Arc::new));
 
 /// Opens the WebSocket to `url` (`ws://` or `wss://`, checked by the configuration).
 async fn connect(url: &str) -> Result<Socket, String> {
