@@ -169,6 +169,14 @@ mod tests {
         connector.call(request).await
     }
 
+    async fn listen() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let addr = listener.local_addr().expect("its address");
+        (listener, addr)
+    }
+
     #[tokio::test]
     async fn a_refused_connection_is_a_transport_failure_the_sdk_may_retry() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
@@ -183,10 +191,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_server_is_a_timeout() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let addr = listener.local_addr().expect("its address");
+        let (listener, addr) = listen().await;
         let held = tokio::spawn(async move {
             let (socket, _) = listener.accept().await.expect("a connection");
             tokio::time::sleep(Duration::from_secs(5)).await;
@@ -203,10 +208,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_keeps_its_status_headers_and_body() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let addr = listener.local_addr().expect("its address");
+        let (listener, addr) = listen().await;
         let server = tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.expect("a connection");
             let mut seen = Vec::new();
