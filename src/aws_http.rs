@@ -15,6 +15,7 @@ use std::error::Error as StdError;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
     SharedHttpConnector,
@@ -129,33 +130,54 @@ impl HttpConnector for Connector {
 
 /// How the SDK's retry policy reads a failed call: a timeout, a transport failure it may retry
 /// (no connection made, a connection refused, reset or closed), an answer cut short, or another
-/// failure.
+/// failure. A TLS handshake the client refuses (a certificate outside the Mozilla roots, a
+/// server that does not speak TLS) is another failure: trying again meets the same answer.
 fn classify(e: hyper_util::client::legacy::Error) -> ConnectorError {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(&e);
-    while let Some(err) = source {
+    let make = kind(&e);
+    make(e.into())
+}
+
+/// [`classify`]'s verdict, as the `ConnectorError` constructor to call.
+fn kind(e: &hyper_util::client::legacy::Error) -> fn(BoxError) -> ConnectorError {
+    let other: fn(BoxError) -> ConnectorError = |b| ConnectorError::other(b, None);
+    if causes(e).any(|err| err.is::<rustls::Error>()) {
+        return other;
+    }
+    for err in causes(e) {
         if let Some(h) = err.downcast_ref::<hyper::Error>() {
             if h.is_timeout() {
-                return ConnectorError::timeout(e.into());
+                return ConnectorError::timeout;
             }
             if h.is_incomplete_message() {
-                return ConnectorError::other(e.into(), Some(ErrorKind::TransientError));
+                return |b| ConnectorError::other(b, Some(ErrorKind::TransientError));
             }
             if h.is_closed() || h.is_canceled() {
-                return ConnectorError::io(e.into());
+                return ConnectorError::io;
             }
             if h.is_user() {
-                return ConnectorError::user(e.into());
+                return ConnectorError::user;
             }
         }
         if err.is::<std::io::Error>() {
-            return ConnectorError::io(e.into());
+            return ConnectorError::io;
         }
-        source = err.source();
     }
     if e.is_connect() {
-        return ConnectorError::io(e.into());
+        ConnectorError::io
+    } else {
+        other
     }
-    ConnectorError::other(e.into(), None)
+}
+
+/// `e` and its causes. After an `io::Error` comes what it carries (`get_ref`: hyper-rustls
+/// puts a handshake's `rustls::Error` there), which its `source` would skip.
+fn causes<'a>(
+    e: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(e), |&err| match err.downcast_ref::<std::io::Error>() {
+        Some(io) => io.get_ref().map(|inner| inner as &(dyn StdError + 'static)),
+        None => err.source(),
+    })
 }
 
 #[cfg(test)]
@@ -187,6 +209,25 @@ mod tests {
             .await
             .expect_err("nothing listens there");
         assert!(e.is_io(), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_handshake_is_not_a_failure_to_retry() {
+        use tokio::io::AsyncWriteExt;
+        let (listener, addr) = listen().await;
+        // A server that answers in plain HTTP where TLS was asked for.
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("a connection");
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        });
+        let connector = Connector::new((Some(Duration::from_secs(2)), None));
+        let e = call(&connector, &format!("https://{addr}/"))
+            .await
+            .expect_err("no TLS there");
+        assert!(e.is_other() && e.as_other().is_none(), "{e:?}");
+        server.abort();
     }
 
     #[tokio::test]
