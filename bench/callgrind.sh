@@ -6,8 +6,8 @@
 # served on loopback. Instruction counts do not depend on the machine's load. Prints the whole
 # run's instructions, the cover check's (inclusive: `postonce::image::as_is`, the walk of an
 # original that fits, and `decode::decode`, the strict decode), the system's root certificates'
-# load (none since the SDK's requests went on reqwest: they were two thirds of a cold run), the
-# peak RSS of the same run outside valgrind (`/usr/bin/time`), and keeps the callgrind file for
+# load (none since the SDK's requests went on postonce's own client: they were two thirds of a
+# cold run), the peak RSS of the same run outside valgrind (`/usr/bin/time`), and keeps the callgrind file for
 # `callgrind_annotate --inclusive=yes FILE`.
 #
 # Usage: bench/callgrind.sh [BINARY]   (default $CARGO_TARGET_DIR/release/postonce; build it with

@@ -1,7 +1,7 @@
 //! The HTTPS client every AWS SDK client here is built with (DynamoDB, SSM, and the credential
 //! providers `aws-config` runs behind them): hyper's pooled client over rustls on *ring*, with
 //! the TLS configuration the process's other connections use ([`crate::tls`]: the Mozilla
-//! roots compiled in, as reqwest's and redis's).
+//! roots compiled in, as reqwest's).
 //!
 //! The SDK's own HTTPS client (`aws-smithy-http-client`, `rustls-ring`) read the system's root
 //! certificates at every start: some 440 PEM files and bundle entries decoded (17.6 M

@@ -1,7 +1,8 @@
-//! The TLS client configuration of the process's own connections (the AWS SDK's, Nostr's
-//! `wss://`): rustls on *ring*, trusting the Mozilla roots compiled in (webpki-roots), the
-//! provider and the roots reqwest and redis use too. No start reads the system's certificate
-//! store. PostgreSQL's TLS has its own (`src/stores/postgres/tls.rs`: libpq's sslmodes).
+//! The TLS client configuration of the connections the process opens itself (the AWS SDK's,
+//! and an adapter's own sockets): rustls on *ring*, trusting the Mozilla roots compiled in
+//! (webpki-roots), the provider and the roots reqwest and the claim store's client use too. No
+//! start reads the system's certificate store. A store with its own TLS rules keeps them in its
+//! folder.
 //!
 //! The file stands on its own (no `crate::` paths): the benchmark's bare client builds it too.
 
