@@ -182,6 +182,23 @@ impl ImageHost {
             .map_or(0, |r| r.iter().filter(|r| r.url.path() == p).count())
     }
 
+    /// Hits of `p` whose `User-Agent` starts with `agent` (postonce's fetcher sends
+    /// `postonce/<version>`), and the others.
+    pub async fn hits_by(&self, p: &str, agent: &str) -> (usize, usize) {
+        let requests = self.server.received_requests().await.unwrap_or_default();
+        let of_p = requests.iter().filter(|r| r.url.path() == p);
+        let by = of_p
+            .clone()
+            .filter(|r| {
+                r.headers
+                    .get("user-agent")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with(agent))
+            })
+            .count();
+        (by, of_p.count() - by)
+    }
+
     pub async fn total_hits(&self) -> usize {
         self.server.received_requests().await.map_or(0, |r| r.len())
     }
