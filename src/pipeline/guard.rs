@@ -253,7 +253,10 @@ impl Lane {
             Ok(seen) => seen,
             Err(done) => return done,
         };
-        self.under_claim(req, dl, seen).await
+        // Boxed: what runs under the claim (the cover, the network's calls, the record) is
+        // most of the run's state machine, some 9 KB. Inline, every run would carry it and move
+        // it into its box, an already-posted draft's too, which never gets here (issue 34).
+        Box::pin(self.under_claim(req, dl, seen)).await
     }
 
     /// The draft a trigger carried is stored first, whatever happens next: nothing is lost.
