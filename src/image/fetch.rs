@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -35,15 +35,36 @@ struct OriginRule {
 }
 
 /// Which origins images may be fetched from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct OriginPolicy {
     /// `None`: any public https host.
     rules: Option<Vec<OriginRule>>,
+    /// The last URL [`Self::check`] allowed, as it parsed it, shared by the policy's clones
+    /// (the trigger's, the image fetcher's). A run checks its cover's URL three times: when the
+    /// trigger reads the draft, before anything is sent, and at the fetch; parsing it was
+    /// some 9,000 instructions each time (issue 34). The rules never change, so the same text
+    /// always gets the same answer; only an allowed URL is kept.
+    last: Arc<Mutex<Option<(String, url::Url)>>>,
 }
+
+impl PartialEq for OriginPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.rules == other.rules
+    }
+}
+
+impl Eq for OriginPolicy {}
 
 impl OriginPolicy {
     pub fn any_public_https() -> Self {
-        Self { rules: None }
+        Self::with_rules(None)
+    }
+
+    fn with_rules(rules: Option<Vec<OriginRule>>) -> Self {
+        Self {
+            rules,
+            last: Arc::default(),
+        }
     }
 
     /// Parses `https://cdn.example.com, *.example.com, http://127.0.0.1:8080`.
@@ -102,7 +123,7 @@ impl OriginPolicy {
         if rules.is_empty() {
             return Err("lists no origin".into());
         }
-        Ok(Self { rules: Some(rules) })
+        Ok(Self::with_rules(Some(rules)))
     }
 
     /// Hosts listed exactly: these may resolve to (or be) non-public addresses.
@@ -122,6 +143,17 @@ impl OriginPolicy {
     /// # Errors
     /// [`ImageError::Refused`] naming why.
     pub fn check(&self, raw: &str) -> Result<url::Url, ImageError> {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, url)) = last.as_ref().filter(|(text, _)| text == raw) {
+            return Ok(url.clone());
+        }
+        let url = self.judge(raw)?;
+        *last = Some((raw.to_owned(), url.clone()));
+        Ok(url)
+    }
+
+    /// [`Self::check`]'s verdict, worked out.
+    fn judge(&self, raw: &str) -> Result<url::Url, ImageError> {
         let refuse = |why: &str| ImageError::Refused(format!("{}: {why}", shorten(raw)));
         let url = url::Url::parse(raw).map_err(|e| refuse(&format!("not a URL ({e})")))?;
         if !url.username().is_empty() || url.password().is_some() {
@@ -395,6 +427,35 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_allowed_url_is_kept_for_the_same_text_only() {
+        let p = OriginPolicy::parse("https://cdn.example.com").unwrap();
+        let clone = p.clone();
+        let first = p.check("https://cdn.example.com/a.png").unwrap();
+        // The clone shares what was kept, and answers the same text with the same URL.
+        assert_eq!(clone.check("https://cdn.example.com/a.png").unwrap(), first);
+        assert!(clone.last.lock().unwrap().is_some());
+        // Any other text is judged afresh: a refusal is never taken from what was kept.
+        for bad in [
+            "https://cdn.example.com.evil.com/a.png",
+            "https://evil.com/a.png",
+            "http://cdn.example.com/a.png",
+        ] {
+            assert!(matches!(p.check(bad), Err(ImageError::Refused(_))), "{bad}");
+        }
+        assert_eq!(
+            p.last
+                .lock()
+                .unwrap()
+                .as_ref()
+                .map(|(t, _)| t.clone())
+                .as_deref(),
+            Some("https://cdn.example.com/a.png"),
+            "a refused URL is not kept"
+        );
+        assert_eq!(p, OriginPolicy::parse("https://cdn.example.com").unwrap());
+    }
 
     #[test]
     fn default_policy_allows_public_https_only() {
