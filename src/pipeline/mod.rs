@@ -391,9 +391,15 @@ impl Pipeline {
         } else {
             outcome.parts.as_slice()
         };
+        let refused =
+            |p: &Outcome| p.outcome == OutcomeKind::Failed && !p.retryable && !p.misconfigured;
+        if !parts.iter().any(refused) {
+            // Nothing to mark: the report's text is not made again to find what it carried.
+            return;
+        }
         let whole = outcome.reported_in_full();
         for part in parts {
-            if part.outcome != OutcomeKind::Failed || part.retryable || part.misconfigured {
+            if !refused(part) {
                 continue;
             }
             if !whole.contains(&part.network) {
