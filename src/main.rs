@@ -115,7 +115,9 @@ fn init_lambda_logging() {
     let _ = if json {
         registry.with(lines.json().with_filter(filter)).try_init()
     } else {
-        let lines = lines.fmt_fields(postonce::log_line::LineFields);
+        let lines = lines
+            .fmt_fields(postonce::log_line::LineFields)
+            .event_format(postonce::log_line::LineEvents { time: false });
         registry.with(lines.with_filter(filter)).try_init()
     };
 }

@@ -30,7 +30,7 @@ pub(super) fn init_logging(verbose: u8, serving: bool) {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .fmt_fields(crate::log_line::LineFields)
-        .with_timer(crate::log_line::LineTime)
+        .event_format(crate::log_line::LineEvents { time: true })
         .with_filter(filter);
     let blocks = (!serving).then(|| {
         crate::networks::show::show_as_blocks();
