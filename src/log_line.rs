@@ -356,17 +356,6 @@ mod tests {
     #[test]
     fn a_line_holds_the_message_then_its_fields_escaped() {
         use tracing_subscriber::layer::SubscriberExt;
-        #[derive(Clone, Default)]
-        struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Sink {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
         let sink = Sink::default();
         let out = sink.clone();
         let layer = tracing_subscriber::fmt::layer()
@@ -454,6 +443,7 @@ mod tests {
         }
     }
 
+    /// A log writer the tests read back.
     #[derive(Clone, Default)]
     struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
