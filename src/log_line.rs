@@ -81,7 +81,7 @@ fn push_digits(out: &mut String, n: u64, width: u32) {
 /// (`.with_target(false)`): the time when `time` ([`LineTime`]), the level padded to five, each
 /// span from the root as `name{fields}:`, then the event's fields ([`LineFields`]). Written
 /// piece by piece rather than through `write!` and the painted strings of the default, which
-/// cost a line some 2,000 instructions even with no colours (issue 34). On a terminal that
+/// cost a line some 3,000 instructions even with no colours (issue 34). On a terminal that
 /// takes colours it hands the line to the default format, which paints it.
 /// `.event_format(LineEvents { time })` on a text `fmt` layer.
 pub struct LineEvents {

@@ -72,8 +72,8 @@ pub struct DynamoStore {
 
 /// Counts the HTTP requests the client sends (retries included), for the request-count figures,
 /// where they leave: at its HTTP client. (An interceptor counted them before; the SDK asks every
-/// interceptor whether it is enabled at each of a request's hooks, which cost a run some 30,000
-/// instructions for one counter: issue 34.)
+/// interceptor whether it is enabled at each of a request's hooks, which cost a new key some
+/// 19,000 instructions for one counter: issue 34.)
 #[derive(Debug)]
 struct Counted {
     inner: SharedHttpClient,
