@@ -85,10 +85,10 @@ async fn lambda_main() -> i32 {
 }
 
 /// Lambda's log, as `lambda_runtime::tracing::init_default_subscriber` writes it (stdout, no
-/// time or target, JSON when `AWS_LAMBDA_LOG_FORMAT` is `JSON`), filtered by
-/// `tracing_subscriber`'s `Targets` instead of its `EnvFilter`, whose regular-expression engine
-/// was about 200 KB of the Lambda artifact (issue 34). Text lines' fields are
-/// [`postonce::log_line::LineFields`]. The level: `AWS_LAMBDA_LOG_LEVEL` (the
+/// time or target, JSON when `AWS_LAMBDA_LOG_FORMAT` is `JSON`) but without its colour
+/// escapes, filtered by `tracing_subscriber`'s `Targets` instead of its `EnvFilter`, whose
+/// regular-expression engine was about 200 KB of the Lambda artifact (issue 34). Text lines'
+/// fields are [`postonce::log_line::LineFields`]. The level: `AWS_LAMBDA_LOG_LEVEL` (the
 /// template's `ApplicationLogLevel`), else `RUST_LOG`'s `target=level` directives, else info.
 fn init_lambda_logging() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
@@ -106,9 +106,12 @@ fn init_lambda_logging() {
             .and_then(|d| d.parse::<Targets>().ok())
             .unwrap_or_else(info),
     };
+    // No colours: CloudWatch shows ANSI escapes as text (`fmt::layer` paints by default, as
+    // `lambda_runtime`'s own subscriber does).
     let lines = tracing_subscriber::fmt::layer()
         .with_target(false)
         .without_time()
+        .with_ansi(false)
         .with_writer(std::io::stdout);
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let registry = tracing_subscriber::registry();

@@ -150,6 +150,28 @@ fn post_in_a_terminal_shows_the_answer_and_the_requests_as_blocks_not_info_lines
     assert!(stdout.contains(&format!(" at {when} by cli")), "{stdout}");
 }
 
+/// The Lambda function's text log (CloudWatch shows what it is given): a start that fails on
+/// its configuration says so on stdout in plain text, with no ANSI colour escapes.
+#[test]
+fn the_lambda_functions_text_log_carries_no_colour_escapes() {
+    let dir = tempfile::tempdir().expect("dir");
+    // Nothing answers there; the start fails on its configuration before it would ask.
+    let out = postonce(
+        dir.path(),
+        &[],
+        &[("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")],
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ERROR ") && l.contains("configuration")),
+        "the refusal is a plain ERROR line on stdout: {stdout:?}"
+    );
+    assert!(!stdout.contains('\u{1b}'), "no colour escapes: {stdout:?}");
+}
+
 #[test]
 fn help_and_doctor_name_what_exists() {
     let dir = tempfile::tempdir().expect("dir");
