@@ -49,7 +49,12 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
     if req.header("x-github-event") == Some("ping") {
         return HttpResponse::json(200, json!({"ok": true, "pong": true}));
     }
-    let value: Value = match serde_json::from_slice(&req.body) {
+    // One UTF-8 check of the whole body, not one per string in it (`from_slice`'s way).
+    let value: Result<Value, String> = match std::str::from_utf8(&req.body) {
+        Ok(text) => serde_json::from_str(text).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let value = match value {
         Ok(v) => v,
         Err(e) => {
             return HttpResponse::error(400, "bad_request", format!("body: not valid JSON ({e})"))
