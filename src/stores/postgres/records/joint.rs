@@ -155,37 +155,39 @@ pub(super) async fn save_draft_claiming(
     ask: ClaimAsk<'_>,
 ) -> Result<(Draft, Option<Acquire>), StoreError> {
     let name = claims::name_in(store.ns, key);
-    let sql = format!(
-        "WITH {},
-        asked AS (SELECT {} AS yes FROM up),
-        claim AS ({})
-        SELECT {SAVED}, coalesce((SELECT yes FROM asked), false), (SELECT count(*) FROM claim), {}",
-        save_part(store.ns),
-        in_time("$12"),
-        claims::set_nx_from(
-            "SELECT $9, $10, clock_timestamp() + $11::bigint * interval '1 millisecond'
-                FROM asked WHERE asked.yes"
-        ),
-        claims::live_value("$9"),
-    );
+    let sql = store.texts.save_claiming.get_or_init(|| {
+        format!(
+            "WITH {},
+            asked AS (SELECT {} AS yes FROM up),
+            claim AS ({})
+            SELECT {SAVED}, coalesce((SELECT yes FROM asked), false), (SELECT count(*) FROM claim), {}",
+            save_part(store.ns),
+            in_time("$12"),
+            claims::set_nx_from(
+                "SELECT $9, $10, clock_timestamp() + $11::bigint * interval '1 millisecond'
+                    FROM asked WHERE asked.yes"
+            ),
+            claims::live_value("$9"),
+        )
+    });
     let until = deadline(store);
-    let (ns, k, c2) = (store.ns.to_owned(), key.to_string(), content.clone());
-    let (source, token, ttl) = (source.to_owned(), ask.token.to_owned(), claims::ms(ask.ttl));
+    let (ns, k) = (store.ns, key.to_string());
+    let ttl = claims::ms(ask.ttl);
     let answer = store
         .db
         .with("save draft and claim", |c| async move {
-            let st = c.prepare_cached(&sql).await?;
+            let st = c.prepare_cached(sql).await?;
             let params: [&(dyn ToSql + Sync); 12] = [
                 &ns,
                 &k,
-                &c2.caption,
-                &c2.image,
-                &c2.link,
-                &c2.alt,
+                &content.caption,
+                &content.image,
+                &content.link,
+                &content.alt,
                 &source,
                 &now,
                 &name,
-                &token,
+                &ask.token,
                 &ttl,
                 &until,
             ];
@@ -229,40 +231,42 @@ pub(super) async fn claim_and_start(
     now: i64,
 ) -> Result<(Acquire, Option<Draft>), StoreError> {
     let name = claims::name_in(store.ns, key);
-    let sql = format!(
-        "WITH asked AS (SELECT {} AS yes),
-        claim AS ({}),
-        started AS (
-            UPDATE postonce_drafts AS d
-            SET attempts = d.attempts + d.started, started = 1, updated_at = $4
-            WHERE d.ns = $1 AND d.key = $2
-                AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
-                AND EXISTS (SELECT 1 FROM claim)
-            RETURNING to_jsonb(d))
-        SELECT (SELECT count(*) FROM claim), (SELECT * FROM started), {},
-            (SELECT yes FROM asked)",
-        in_time("$9"),
-        claims::set_nx_from(
-            "SELECT $6, $7, clock_timestamp() + $8::bigint * interval '1 millisecond'
-                FROM asked WHERE asked.yes"
-        ),
-        claims::live_value("$6"),
-    );
+    let sql = store.texts.claim_and_start.get_or_init(|| {
+        format!(
+            "WITH asked AS (SELECT {} AS yes),
+            claim AS ({}),
+            started AS (
+                UPDATE postonce_drafts AS d
+                SET attempts = d.attempts + d.started, started = 1, updated_at = $4
+                WHERE d.ns = $1 AND d.key = $2
+                    AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
+                    AND EXISTS (SELECT 1 FROM claim)
+                RETURNING to_jsonb(d))
+            SELECT (SELECT count(*) FROM claim), (SELECT * FROM started), {},
+                (SELECT yes FROM asked)",
+            in_time("$9"),
+            claims::set_nx_from(
+                "SELECT $6, $7, clock_timestamp() + $8::bigint * interval '1 millisecond'
+                    FROM asked WHERE asked.yes"
+            ),
+            claims::live_value("$6"),
+        )
+    });
     let until = deadline(store);
-    let (ns, k) = (store.ns.to_owned(), key.to_string());
+    let (ns, k) = (store.ns, key.to_string());
     let open: Vec<String> = from
         .iter()
         .filter(|s| **s != DraftStatus::Scheduled)
         .map(|s| s.as_str().to_owned())
         .collect();
     let scheduled = from.contains(&DraftStatus::Scheduled);
-    let (token, ttl) = (ask.token.to_owned(), claims::ms(ask.ttl));
+    let ttl = claims::ms(ask.ttl);
     let answer = store
         .db
         .with("claim and start attempt", |c| async move {
-            let st = c.prepare_cached(&sql).await?;
+            let st = c.prepare_cached(sql).await?;
             let params: [&(dyn ToSql + Sync); 9] = [
-                &ns, &k, &open, &now, &scheduled, &name, &token, &ttl, &until,
+                &ns, &k, &open, &now, &scheduled, &name, &ask.token, &ttl, &until,
             ];
             let row = c.query_one(&st, &params).await?;
             Ok((
@@ -306,15 +310,15 @@ pub(super) async fn put_posted(
     draft_expires_at: i64,
     ask: Option<(&PostKey, ClaimAsk<'_>)>,
 ) -> Result<(PutPosted, bool), StoreError> {
-    let sql = record_statement(store.ns, ask.is_some());
-    let ns = store.ns.to_owned();
-    let r = record.clone();
+    let sql = store.texts.record[usize::from(ask.is_some())]
+        .get_or_init(|| record_statement(store.ns, ask.is_some()));
+    let (ns, r) = (store.ns, record);
     let copy = serde_json::to_value(record).map_err(|e| pg("record", e))?;
-    let claim = ask.map(|(key, a)| (claims::name_in(store.ns, key), a.token.to_owned()));
+    let claim = ask.map(|(key, a)| (claims::name_in(store.ns, key), a.token));
     let written = store
         .db
         .with("put record", |c| async move {
-            let st = c.prepare_cached(&sql).await?;
+            let st = c.prepare_cached(sql).await?;
             let mut params: Vec<&(dyn ToSql + Sync)> = vec![
                 &ns,
                 &r.key,
