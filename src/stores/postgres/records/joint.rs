@@ -16,9 +16,9 @@
 //! database's: a database clock ahead of the host's by more than the budget only makes the
 //! claim go in its own statement again, never changes what it means.)
 
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{Json, ToSql};
 
-use super::{err, pg, rows, PgStore};
+use super::{err, rows, PgStore};
 use crate::claim::{Acquire, ClaimAsk, ClaimValue};
 use crate::key::PostKey;
 use crate::record::{Draft, DraftContent, DraftStatus, PostedRecord, PutPosted, StoreError};
@@ -313,7 +313,8 @@ pub(super) async fn put_posted(
     let sql = store.texts.record[usize::from(ask.is_some())]
         .get_or_init(|| record_statement(store.ns, ask.is_some()));
     let (ns, r) = (store.ns, record);
-    let copy = serde_json::to_value(record).map_err(|e| pg("record", e))?;
+    // Serialized straight into the parameter, without a `serde_json::Value` in between.
+    let copy = Json(record);
     let claim = ask.map(|(key, a)| (claims::name_in(store.ns, key), a.token));
     let written = store
         .db

@@ -64,10 +64,6 @@ fn err(e: DbError) -> StoreError {
     StoreError(e.to_string())
 }
 
-fn pg(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError(format!("PostgreSQL {what}: {e}"))
-}
-
 impl PgStore {
     pub fn new(db: Arc<Database>, dry_run: bool) -> Self {
         Self {

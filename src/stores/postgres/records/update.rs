@@ -1,7 +1,7 @@
 //! A draft change as one conditioned `UPDATE` (the meaning of the DynamoDB store's update
 //! expressions, column for column).
 
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{Json, ToSql};
 
 use crate::record::{DraftStatus, DraftUpdate, PendingPost};
 
@@ -41,7 +41,7 @@ impl Sql {
     fn pending(&mut self, p: &PendingPost) -> &mut Self {
         let mut kept = p.clone();
         kept.last_sent_at = None;
-        self.set("pending", json(&kept))
+        self.set("pending", Json(kept))
             .set("pending_run", p.run.clone())
     }
 
@@ -82,10 +82,6 @@ pub const START_ATTEMPT: &str = "UPDATE postonce_drafts AS d
     WHERE d.ns = $1 AND d.key = $2
         AND (d.status = ANY($3) OR ($5 AND d.status = 'scheduled' AND d.due_at <= $4))
     RETURNING to_jsonb(d)";
-
-fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
-    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
-}
 
 /// The `UPDATE … WHERE … RETURNING 1` of `update` on (`ns`, `key`), applied only if the draft
 /// exists, its status is in `from` (any, if empty), a change bound to an attempt finds that
@@ -206,7 +202,7 @@ fn changes(q: &mut Sql, update: &DraftUpdate, now: i64) {
         },
         DraftUpdate::Recorded { expires_at, record } => {
             q.status(DraftStatus::Posted)
-                .set("record", json(record.as_ref()))
+                .set("record", Json(record.clone()))
                 .set("expires_at", *expires_at)
                 .raw("next_retry_at = NULL")
                 .clear_pending();
