@@ -120,7 +120,7 @@ pub fn http_response(r: &HttpResponse) -> Value {
     json!({
         "statusCode": r.status,
         "headers": {"content-type": "application/json"},
-        "body": serde_json::to_string(&r.body).unwrap_or_else(|_| "{}".to_owned()),
+        "body": String::from_utf8(r.to_bytes()).unwrap_or_else(|_| "{}".to_owned()),
         "isBase64Encoded": false
     })
 }

@@ -449,8 +449,8 @@ async fn slow_linkedin_then_immediate_retry_sends_nothing_then_settles_relying_o
     println!(
         "slow LinkedIn then immediate Retry (LinkedIn duplicate check RACY, 1.5 s processing > 1 s budget), in the quiet period: first {:?}; Telegram Retry {} (retryable {}); Retry {:?} (retryable {}); sweep ran {} run(s); create-post requests {creates_in_quiet}, posts {posts_in_quiet}",
         first.outcome,
-        tapped.body["outcome"]["outcome"],
-        tapped.body["outcome"]["retryable"],
+        tapped.body()["outcome"]["outcome"],
+        tapped.body()["outcome"]["retryable"],
         retried.outcome,
         retried.retryable,
         early_sweep.runs.len()
@@ -460,15 +460,15 @@ async fn slow_linkedin_then_immediate_retry_sends_nothing_then_settles_relying_o
         (1, 1),
         "nothing may be re-sent while the first create-post may be in flight"
     );
-    assert_eq!(tapped.status, 200, "{:?}", tapped.body);
+    assert_eq!(tapped.status, 200, "{:?}", tapped.body());
     assert_eq!(
         (
-            &tapped.body["outcome"]["outcome"],
-            &tapped.body["outcome"]["retryable"]
+            &tapped.body()["outcome"]["outcome"],
+            &tapped.body()["outcome"]["retryable"]
         ),
         (&serde_json::json!("unknown"), &serde_json::json!(true)),
         "{:?}",
-        tapped.body
+        tapped.body()
     );
     assert_eq!(
         (retried.outcome, retried.retryable),

@@ -101,8 +101,7 @@ async fn respond(
     if response.status == 413 {
         builder = builder.header("connection", "close");
     }
-    // Serialised straight into bytes (`Value`'s Display goes through the formatter).
-    let body = serde_json::to_vec(&response.body).unwrap_or_else(|_| b"{}".to_vec());
+    let body = response.to_bytes();
     Ok(builder
         .body(Full::new(Bytes::from(body)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"{}")))))

@@ -74,7 +74,7 @@ pub async fn handle(app: &App, req: &HttpRequest, dl: Deadline, run_id: String) 
         targets: parsed.targets,
         publish_at: parsed.publish_at,
     };
-    HttpResponse::outcome(&app.pipeline.run(request, dl).await)
+    HttpResponse::outcome(app.pipeline.run(request, dl).await)
 }
 
 #[cfg(test)]

@@ -49,15 +49,28 @@ impl HttpRequest {
 }
 
 /// A JSON response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct HttpResponse {
     pub status: u16,
-    pub body: Value,
+    body: Body,
+}
+
+/// What a response carries: a run's outcome is kept as it is until it is written, so that
+/// it is serialized once, straight into the bytes sent, rather than first built as a
+/// `serde_json::Value` (which cost an already-posted run some 15,000 instructions: the tree,
+/// its serialization and its drop; issue 34).
+#[derive(Debug, Clone)]
+enum Body {
+    Value(Value),
+    Outcome(Box<Outcome>),
 }
 
 impl HttpResponse {
     pub fn json(status: u16, body: Value) -> Self {
-        Self { status, body }
+        Self {
+            status,
+            body: Body::Value(body),
+        }
     }
 
     /// A 4xx/5xx with `{"error": code, "detail": …}`.
@@ -66,11 +79,30 @@ impl HttpResponse {
     }
 
     /// The outcome JSON with the outcomes table's status.
-    pub fn outcome(outcome: &Outcome) -> Self {
-        Self::json(
-            outcome.http_status(),
-            serde_json::to_value(outcome).unwrap_or(Value::Null),
-        )
+    pub fn outcome(outcome: Outcome) -> Self {
+        Self {
+            status: outcome.http_status(),
+            body: Body::Outcome(Box::new(outcome)),
+        }
+    }
+
+    /// The body as a JSON value.
+    #[must_use]
+    pub fn body(&self) -> Value {
+        match &self.body {
+            Body::Value(v) => v.clone(),
+            Body::Outcome(o) => serde_json::to_value(o).unwrap_or(Value::Null),
+        }
+    }
+
+    /// The body as the bytes sent.
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let bytes = match &self.body {
+            Body::Value(v) => serde_json::to_vec(v),
+            Body::Outcome(o) => serde_json::to_vec(o),
+        };
+        bytes.unwrap_or_else(|_| b"{}".to_vec())
     }
 }
 
