@@ -271,7 +271,7 @@ async fn ci(env: &Env, body: &Value) -> (u16, Value) {
             postonce::pipeline::new_run_id(),
         )
         .await;
-    (resp.status, resp.body())
+    (resp.status, support::answer(&resp))
 }
 
 /// Image uploads (or, for Threads, containers, whose image it fetches) and creates at every

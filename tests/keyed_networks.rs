@@ -192,7 +192,7 @@ async fn ci(router: &Router, body: &Value) -> (u16, Value) {
             postonce::pipeline::new_run_id(),
         )
         .await;
-    (resp.status, resp.body())
+    (resp.status, support::answer(&resp))
 }
 
 /// Asserts the target is settled on its network by the run, without asking the owner.

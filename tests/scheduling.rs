@@ -48,7 +48,7 @@ async fn ci(env: &Env, body: &Value) -> (u16, Value) {
     let resp = Router::new(env.app.clone())
         .handle(req, env.deadline(), new_run_id())
         .await;
-    (resp.status, resp.body())
+    (resp.status, support::answer(&resp))
 }
 
 /// A button press through `POST /telegram`.
@@ -69,8 +69,9 @@ async fn press(env: &Env, update_id: i64, data: &str) -> Value {
     let resp = Router::new(env.app.clone())
         .handle(req, env.deadline(), new_run_id())
         .await;
-    assert_eq!(resp.status, 200, "{}", resp.body());
-    resp.body()
+    let body = support::answer(&resp);
+    assert_eq!(resp.status, 200, "{body}");
+    body
 }
 
 fn body_for(env: &Env, key: &PostKey, publish_at: Option<&str>) -> Value {

@@ -158,7 +158,7 @@ async fn ci(router: &Router, body: &Value) -> (u16, Value) {
             postonce::pipeline::new_run_id(),
         )
         .await;
-    (resp.status, resp.body())
+    (resp.status, support::answer(&resp))
 }
 
 /// The owner presses a button under the report `message_id` (`POST /telegram`).
@@ -175,8 +175,9 @@ async fn press(router: &Router, update_id: i64, message_id: i64, data: &str) -> 
             postonce::pipeline::new_run_id(),
         )
         .await;
-    assert_eq!(resp.status, 200, "{}", resp.body());
-    resp.body()
+    let body = support::answer(&resp);
+    assert_eq!(resp.status, 200, "{body}");
+    body
 }
 
 /// A CI body for `key`.

@@ -151,6 +151,8 @@ async fn bad_ci_requests_are_refused_and_change_nothing() {
         (serde_json::to_vec(&json!({"kind": "blog", "slug": "x", "caption": "c", "image_url": "file:///etc/passwd"})).expect("json"), 400, "image_url"),
         (serde_json::to_vec(&json!({"kind": "blog", "slug": "x", "caption": "c", "image_url": env.images.url("/cover.png"), "link": "javascript:alert(1)"})).expect("json"), 400, "link"),
         (serde_json::to_vec(&json!([1, 2])).expect("json"), 400, "body"),
+        // Not UTF-8: read as text once, before the JSON.
+        (b"{\"kind\": \"\xff\"}".to_vec(), 400, "body: not valid JSON (invalid utf-8"),
     ];
     for (b, want, field) in cases {
         let sig = sign(&b);

@@ -153,7 +153,7 @@ async fn ci(env: &Env, body: &Value) -> (u16, Value) {
             postonce::pipeline::new_run_id(),
         )
         .await;
-    (resp.status, resp.body())
+    (resp.status, crate::support::answer(&resp))
 }
 
 /// `postonce` as a process over this environment's variables, for `net`: every other

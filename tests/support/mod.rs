@@ -26,3 +26,13 @@ pub mod telegram;
 pub mod tg_channel;
 pub mod threads;
 pub mod x;
+
+/// A router response's JSON, checked against the bytes `serve` and Lambda send: the value the
+/// tests read (`body()`) must be what `to_bytes()` writes (the outcome is serialized straight
+/// into bytes, not through the value).
+pub fn answer(resp: &postonce::triggers::HttpResponse) -> serde_json::Value {
+    let sent: serde_json::Value =
+        serde_json::from_slice(&resp.to_bytes()).expect("the response's bytes are JSON");
+    assert_eq!(sent, resp.body(), "the bytes sent differ from the body");
+    sent
+}
