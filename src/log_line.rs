@@ -13,9 +13,9 @@
 //!
 //! [`LineTime`] writes the line's timestamp as `tracing-subscriber`'s `SystemTime` does
 //! (`2026-12-06T21:58:09.123456Z`, UTC, microseconds), from digits on the stack rather than
-//! through `format!`'s padding, which cost a run more than the rest of a line's set-up; [`LineEvents`]
-//! writes the rest of the line around the fields as `tracing-subscriber`'s default format does,
-//! without its `write!` calls.
+//! through `format!`'s padding, which cost a run more than the rest of a line's set-up;
+//! [`LineEvents`] writes the rest of the line around the fields as `tracing-subscriber`'s
+//! default format does, without its `write!` calls.
 
 use std::fmt::{self, Write};
 

@@ -82,7 +82,7 @@ pub fn request_line(
             out.push(' ');
             // Written straight into bytes: `Display` (`to_string`) hands a formatter each piece
             // (some 9,000 instructions for a create-post's body).
-            out.push_str(&serde_json::to_string(v).unwrap_or_else(|_| v.to_string()));
+            out.push_str(&serde_json::to_string(v).unwrap_or_default());
         }
         ShownBody::Lines(lines) if !lines.is_empty() => {
             out.push(' ');
