@@ -200,6 +200,13 @@ impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
             self.field(field, |out| out.write_str(value));
+        } else if plain(value) {
+            // What `{value:?}` writes, without its character-by-character escape walk.
+            self.field(field, |out| {
+                out.0.write_char('"')?;
+                out.0.write_str(value)?;
+                out.0.write_char('"')
+            });
         } else {
             self.field(field, |out| write!(out, "{value:?}"));
         }
@@ -227,6 +234,13 @@ impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.field(field, |out| write!(out, "{value:?}"));
     }
+}
+
+/// Whether `{s:?}` is `s` in double quotes: printable ASCII without a quote or a backslash, the
+/// only characters `str`'s `Debug` writes as they are (a key, an outcome, a URN).
+fn plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
 }
 
 /// A writer that escapes control characters on their way to the log, writing the runs between
@@ -357,6 +371,48 @@ mod tests {
                 assert_eq!(escaped(&s), naive(&s), "{special:?} at {at}");
             }
         }
+    }
+
+    /// A text field is written as `{value:?}` writes it, whether it takes the quick path
+    /// (quoted as it is) or not.
+    #[test]
+    fn a_text_field_is_written_as_its_debug_form() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let values = [
+            "already_posted",
+            "urn:li:share:7000 x",
+            "",
+            "say \"hi\"",
+            "back\\slash",
+            "it's",
+            "tab\there",
+            "é ü 日本",
+            "\u{7f}",
+            "~ and !",
+        ];
+        for value in values {
+            let sink = Sink::default();
+            let out = sink.clone();
+            let layer = tracing_subscriber::fmt::layer()
+                .without_time()
+                .with_target(false)
+                .with_ansi(false)
+                .fmt_fields(LineFields)
+                .with_writer(move || sink.clone());
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+                tracing::info!(v = value);
+            });
+            let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+            assert_eq!(
+                text,
+                format!(" INFO v={}\n", escaped(&format!("{value:?}")))
+            );
+            if plain(value) {
+                assert_eq!(format!("{value:?}"), format!("\"{value}\""));
+            }
+        }
+        assert!(plain("already_posted") && plain("urn:li:share:7000 x") && plain("it's"));
+        assert!(!plain("say \"hi\"") && !plain("back\\slash") && !plain("tab\there"));
     }
 
     #[test]
