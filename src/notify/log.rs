@@ -17,7 +17,7 @@ impl Notifier for LogNotifier {
     ) -> Result<(), NotifyError> {
         // One log line per report: the message's lines joined.
         let text = outcome.report_text().replace('\n', " / ");
-        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = ?outcome.post_id, "report: {text}");
+        tracing::info!(key = %outcome.key, outcome = outcome.outcome.as_str(), urn = outcome.post_id.as_deref(), "report: {text}");
         Ok(())
     }
 

@@ -105,7 +105,7 @@ impl Drop for ClaimGuard {
                 tracing::error!("the run was dropped while create-post was in flight; the claim stays until its TTL and the draft says unknown");
             }
             Stage::Created(post_id) => {
-                tracing::error!(post_id = ?post_id, network = self.key.network().label(), "the run was dropped after the network accepted the post; keeping the claim with the post id");
+                tracing::error!(post_id = post_id.as_deref(), network = self.key.network().label(), "the run was dropped after the network accepted the post; keeping the claim with the post id");
                 let ttl = self.posted_claim_ttl;
                 handle.spawn(async move {
                     let post_id = post_id.unwrap_or_default();

@@ -141,7 +141,10 @@ impl Lane {
         if settle == Settle::ReadBack || expired || keyed {
             let settled = match self.read_back(dl, post, pending.at).await {
                 Ok(Some(found)) => {
-                    tracing::warn!(id = ?found.id, "the earlier attempt is on the network; recording it");
+                    tracing::warn!(
+                        id = found.id.as_deref(),
+                        "the earlier attempt is on the network; recording it"
+                    );
                     progress.created(found.id.clone());
                     self.record(
                         req,

@@ -109,8 +109,8 @@ impl Lane {
             }
             Ok(PutPosted::Exists(other)) => {
                 tracing::error!(
-                    this_urn = ?urn,
-                    recorded_urn = ?other.post_id,
+                    this_urn = urn.as_deref(),
+                    recorded_urn = other.post_id.as_deref(),
                     recorded_by = %other.run,
                     "DUPLICATE POST: a record appeared for this key while this run held the claim"
                 );
@@ -126,7 +126,7 @@ impl Lane {
                 )
             }
             Err(e) => {
-                tracing::error!(urn = ?urn, error = %e, "the network accepted the post but the record write failed; keeping the claim");
+                tracing::error!(urn = urn.as_deref(), error = %e, "the network accepted the post but the record write failed; keeping the claim");
                 // What happens to the claim is said once it is known ([`Self::after_keep`]).
                 let detail =
                     format!("{on} accepted the post but the record could not be written ({e})");

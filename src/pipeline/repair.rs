@@ -30,15 +30,15 @@ impl Lane {
                     PutPosted::Created => "the record was missing; repaired it from the kept claim",
                     PutPosted::Exists(other) if post_id.is_some() && other.post_id.is_some() && other.post_id != post_id => {
                         tracing::error!(
-                            kept_post_id = ?post_id,
-                            recorded_post_id = ?other.post_id,
+                            kept_post_id = post_id.as_deref(),
+                            recorded_post_id = other.post_id.as_deref(),
                             "DUPLICATE POST: the kept claim and the record name different posts"
                         );
                         "recorded, but under a different post than the kept claim: one of them is a duplicate"
                     }
                     PutPosted::Exists(_) => "recorded",
                 };
-                tracing::warn!(post_id = ?post_id, "{detail}");
+                tracing::warn!(post_id = post_id.as_deref(), "{detail}");
                 Outcome::new(key, OutcomeKind::AlreadyPosted, detail).with_post_id(post_id)
             }
             Err(e) => Outcome::new(
