@@ -198,3 +198,52 @@ fn help_and_doctor_name_what_exists() {
     assert!(!stdout.contains("Redis"), "{stdout}");
     assert!(stdout.contains("claims (files)"), "{stdout}");
 }
+
+/// A run's end is logged once per target only when the draft has more than one: with one, the
+/// run's `run ended` line says the outcome and the post's id, and no `target ended` line
+/// repeats it.
+#[test]
+fn a_runs_end_is_one_line_per_target_only_when_there_are_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = cover();
+    let ended = |stderr: &str, what: &str| -> Vec<String> {
+        log_lines(stderr, "INFO")
+            .into_iter()
+            .filter(|l| l.contains(&format!(": {what} ")))
+            .map(str::to_owned)
+            .collect()
+    };
+    let out = postonce(dir.path(), &post_args("one-target", &image, &["-v"]), &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(ended(&stderr, "target ended").is_empty(), "{stderr}");
+    let run = ended(&stderr, "run ended");
+    assert_eq!(run.len(), 1, "{stderr}");
+    assert!(
+        run[0].contains(" outcome=\"posted\" id=\"urn:li:share:"),
+        "{}",
+        run[0]
+    );
+
+    // A data folder of its own: the same caption in the first folder is held by the first draft.
+    let other = tempfile::tempdir().unwrap();
+    let out = postonce(
+        other.path(),
+        &post_args("two-targets", &image, &["-v", "--targets", "linkedin,x"]),
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    let targets = ended(&stderr, "target ended");
+    assert_eq!(targets.len(), 2, "{stderr}");
+    assert!(
+        targets.iter().any(|l| l.contains("id=\"urn:li:share:")),
+        "{stderr}"
+    );
+    let run = ended(&stderr, "run ended");
+    assert_eq!(run.len(), 1, "{stderr}");
+    assert!(
+        !run[0].contains(" id="),
+        "several targets, no one id: {}",
+        run[0]
+    );
+}

@@ -338,21 +338,31 @@ impl Lane {
     }
 
     /// One target's run: `req.key` names the target. `seen`: its draft as the run's plan
-    /// read it, for a trigger that carried none.
+    /// read it, for a trigger that carried none. `announce`: log the target's own `target
+    /// ended` line (a draft with more than one target; with one, the run's `run ended` line
+    /// says the same).
     /// Its log lines carry the target's key; the run's id and source are the enclosing `run`
     /// span's ([`Pipeline::run`], the only caller), not repeated on every line.
     ///
     /// The run is boxed inside its span: the span's wrapper would otherwise hold the whole
     /// state machine (kilobytes) and copy it at each of its moves, which cost a run some 19,000
     /// instructions (issue 34).
-    pub async fn run(&self, req: &PostRequest, dl: Deadline, seen: Option<Draft>) -> Outcome {
+    pub async fn run(
+        &self,
+        req: &PostRequest,
+        dl: Deadline,
+        seen: Option<Draft>,
+        announce: bool,
+    ) -> Outcome {
         use tracing::Instrument;
         let span = tracing::info_span!("target", target = %req.key);
         Box::pin(async move {
             let mut outcome = self.decide(req, &dl, seen).await;
             outcome.dry_run = self.adapter.is_dry_run()
                 && outcome.post_id.as_deref().is_some_and(is_dry_run_urn);
-            tracing::info!(outcome = outcome.outcome.as_str(), id = ?outcome.post_id, retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+            if announce {
+                tracing::info!(outcome = outcome.outcome.as_str(), id = outcome.post_id.as_deref(), retryable = outcome.retryable, detail = %outcome.detail, "target ended");
+            }
             outcome
         })
         .instrument(span)

@@ -263,6 +263,8 @@ impl Pipeline {
             unread,
             mut seen,
         } = self.plan(&req, &dl).await;
+        // One target: its line would repeat the run's (`run ended` below).
+        let announce = all.len() > 1;
         let runs = selected.iter().map(|n| {
             let one = req.for_target(*n);
             let seen = seen.remove(n);
@@ -271,7 +273,7 @@ impl Pipeline {
                     // A panic in one target's lane must not cancel the others mid-flight (a
                     // lane dropped after its create leaves its target unknown, or its claim
                     // kept): it ends that lane only, answered from its stored state.
-                    Some(lane) => match AssertUnwindSafe(lane.run(&one, dl, seen)).catch_unwind().await {
+                    Some(lane) => match AssertUnwindSafe(lane.run(&one, dl, seen, announce)).catch_unwind().await {
                         Ok(outcome) => outcome,
                         Err(panic) => {
                             let why = panic_text(panic.as_ref());
@@ -318,7 +320,7 @@ impl Pipeline {
                 .filter(|p| req.targets.contains(&p.network))
                 .all(|p| p.outcome == OutcomeKind::BeingPosted || p.settled);
         let outcome = Outcome::combine(&req.key, parts);
-        tracing::info!(outcome = outcome.outcome.as_str(), retryable = outcome.retryable, detail = %outcome.detail, "run ended");
+        tracing::info!(outcome = outcome.outcome.as_str(), id = outcome.post_id.as_deref(), retryable = outcome.retryable, detail = %outcome.detail, "run ended");
         if !quiet && self.report(&req, &outcome, &dl).await {
             self.told_of_refusals(&req, &outcome, &dl).await;
         }
