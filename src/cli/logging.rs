@@ -70,6 +70,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for DryRunBlocks {
         let mut m = Message(String::new());
         event.record(&mut m);
         let block = m.0.strip_prefix("would send ").unwrap_or(&m.0);
-        eprintln!("dry run, not sent: {block}\n");
+        // One write: `eprintln!` writes each piece to the unbuffered stderr on its own.
+        let text = format!("dry run, not sent: {block}\n\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
     }
 }
