@@ -377,7 +377,6 @@ mod tests {
     /// (quoted as it is) or not.
     #[test]
     fn a_text_field_is_written_as_its_debug_form() {
-        use tracing_subscriber::layer::SubscriberExt;
         let values = [
             "already_posted",
             "urn:li:share:7000 x",
@@ -391,18 +390,7 @@ mod tests {
             "~ and !",
         ];
         for value in values {
-            let sink = Sink::default();
-            let out = sink.clone();
-            let layer = tracing_subscriber::fmt::layer()
-                .without_time()
-                .with_target(false)
-                .with_ansi(false)
-                .fmt_fields(LineFields)
-                .with_writer(move || sink.clone());
-            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-                tracing::info!(v = value);
-            });
-            let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+            let text = lines_of(|| tracing::info!(v = value));
             assert_eq!(
                 text,
                 format!(" INFO v={}\n", escaped(&format!("{value:?}")))
@@ -415,8 +403,9 @@ mod tests {
         assert!(!plain("say \"hi\"") && !plain("back\\slash") && !plain("tab\there"));
     }
 
-    #[test]
-    fn a_line_holds_the_message_then_its_fields_escaped() {
+    /// The lines that `events` logs through a text layer with [`LineFields`] (no time, no
+    /// target, no colours).
+    fn lines_of(events: impl FnOnce()) -> String {
         use tracing_subscriber::layer::SubscriberExt;
         let sink = Sink::default();
         let out = sink.clone();
@@ -426,8 +415,14 @@ mod tests {
             .with_ansi(false)
             .fmt_fields(LineFields)
             .with_writer(move || sink.clone());
-        let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || {
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), events);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        text
+    }
+
+    #[test]
+    fn a_line_holds_the_message_then_its_fields_escaped() {
+        let text = lines_of(|| {
             let span = tracing::info_span!("run", key = "blog-a\nb");
             let _in = span.enter();
             let err = std::io::Error::other("disk\x1b full");
@@ -442,7 +437,6 @@ mod tests {
             let wrapped = std::io::Error::new(inner.kind(), Wrapped(inner));
             tracing::info!(error = &wrapped as &dyn std::error::Error, "wrapped");
         });
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert_eq!(
             text,
             " INFO run{key=\"blog-a\\nb\"}: caption \"a\\nb\" \\u{9b} n=3 text=\"x\\ny\" error=disk\\x1b full\n \
