@@ -90,7 +90,11 @@ impl SelfHosted {
 
 /// An environment whose drafts go to `n` (`Stores::Local`), with `hosting` applied.
 async fn env_for(n: Network, hosting: &[(&'static str, String)]) -> Env {
-    let overrides: Vec<(&str, &str)> = hosting.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // The cover step renders and stages real images (a 2000×1000 PNG made a JPEG, put in the
+    // bucket) in a debug build: 1.5 s, the shared environment's image budget, ran out once on a
+    // loaded machine. None of these tests is about that budget.
+    let mut overrides: Vec<(&str, &str)> = vec![("POSTONCE_IMAGE_TIMEOUT_MS", "6000")];
+    overrides.extend(hosting.iter().map(|(k, v)| (*k, v.as_str())));
     match n {
         Network::Threads => Env::with_threads(Stores::Local, &overrides).await,
         Network::Instagram => Env::with_instagram(Stores::Local, &overrides).await,
