@@ -120,7 +120,7 @@ pub fn http_response(r: &HttpResponse) -> Value {
     json!({
         "statusCode": r.status,
         "headers": {"content-type": "application/json"},
-        "body": String::from_utf8(r.to_bytes()).unwrap_or_else(|_| "{}".to_owned()),
+        "body": r.to_text(),
         "isBase64Encoded": false
     })
 }

@@ -95,14 +95,20 @@ impl HttpResponse {
         }
     }
 
+    /// The body as the JSON text sent (Lambda's API Gateway answer carries it as a string).
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        let text = match &self.body {
+            Body::Value(v) => serde_json::to_string(v),
+            Body::Outcome(o) => serde_json::to_string(o),
+        };
+        text.unwrap_or_else(|_| "{}".to_owned())
+    }
+
     /// The body as the bytes sent.
     #[must_use]
     pub fn to_bytes(&self) -> Vec<u8> {
-        let bytes = match &self.body {
-            Body::Value(v) => serde_json::to_vec(v),
-            Body::Outcome(o) => serde_json::to_vec(o),
-        };
-        bytes.unwrap_or_else(|_| b"{}".to_vec())
+        self.to_text().into_bytes()
     }
 }
 
