@@ -94,7 +94,6 @@ fn init_lambda_logging() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
 
     let info = || Targets::new().with_default(LevelFilter::INFO);
     let filter = match std::env::var("AWS_LAMBDA_LOG_LEVEL") {
@@ -114,13 +113,15 @@ fn init_lambda_logging() {
         .with_ansi(false)
         .with_writer(std::io::stdout);
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-    let registry = tracing_subscriber::registry();
+    // One layer, so its filter is the subscriber's: a per-layer filter looks the span up in the
+    // registry again at every enter and exit of a run's spans (issue 34).
+    let registry = tracing_subscriber::registry().with(filter);
     let _ = if json {
-        registry.with(lines.json().with_filter(filter)).try_init()
+        registry.with(lines.json()).try_init()
     } else {
         let lines = lines
             .fmt_fields(postonce::log_line::LineFields)
             .event_format(postonce::log_line::LineEvents { time: false });
-        registry.with(lines.with_filter(filter)).try_init()
+        registry.with(lines).try_init()
     };
 }

@@ -25,23 +25,35 @@ pub(super) fn init_logging(verbose: u8, serving: bool) {
         // The dry run's requests are shown by their own layer below.
         EnvFilter::new(format!("{directives},{}=off", crate::networks::show::SHOWN))
     };
-    let lines = tracing_subscriber::fmt::layer()
+    let registry = tracing_subscriber::registry();
+    let _ = if serving {
+        // One layer, so its filter is the subscriber's: a per-layer filter looks the span up in
+        // the registry again at every enter and exit, and a run's spans are entered at each of
+        // its polls (issue 34).
+        registry.with(filter).with(lines()).try_init()
+    } else {
+        crate::networks::show::show_as_blocks();
+        let blocks = DryRunBlocks.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            m.target() == crate::networks::show::SHOWN
+        }));
+        registry
+            .with(lines().with_filter(filter))
+            .with(blocks)
+            .try_init()
+    };
+}
+
+/// The log's lines on stderr ([`crate::log_line::LineEvents`]), coloured on a terminal.
+fn lines<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .fmt_fields(crate::log_line::LineFields)
         .event_format(crate::log_line::LineEvents { time: true })
-        .with_filter(filter);
-    let blocks = (!serving).then(|| {
-        crate::networks::show::show_as_blocks();
-        DryRunBlocks.with_filter(tracing_subscriber::filter::filter_fn(|m| {
-            m.target() == crate::networks::show::SHOWN
-        }))
-    });
-    let _ = tracing_subscriber::registry()
-        .with(lines)
-        .with(blocks)
-        .try_init();
 }
 
 /// Prints each request a dry run shows as a block on stderr: the method and URL, a header a
