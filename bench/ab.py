@@ -7,7 +7,6 @@ machine at the same moment, where two runs of `bench/run.sh` differ by more than
 Usage: python3 bench/ab.py BINARY_A BINARY_B [RUNS (default 600)]
 """
 import os
-import shutil
 import sys
 import tempfile
 
@@ -16,22 +15,12 @@ import pg_phase
 import sweep
 
 
-def same_length_copy(binary, logdir, name):
-    os.makedirs(os.path.join(logdir, name))
-    path = os.path.join(logdir, name, "postonce")
-    shutil.copy2(binary, path)
-    return path
-
-
 def main():
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__.split("Usage: ")[1])
+    a, b = sys.argv[1], sys.argv[2]
     runs = int(sys.argv[3]) if len(sys.argv) == 4 else 600
     logdir = tempfile.mkdtemp(prefix="postonce-ab-")
-    # Both run from paths of the same length (a copy each): the program's path is on its
-    # stack, and moving where the stack starts by 16 bytes moved the same binary's CPU per run
-    # by 11 % here (README "Performance"), more than most changes measured with this.
-    a, b = (same_length_copy(x, logdir, n) for x, n in ((sys.argv[1], "a"), (sys.argv[2], "b")))
     image_port = harness.image_server(os.path.join(harness.ROOT, "examples", "cover.png"))
     pg = sweep.Postgres(log=os.path.join(logdir, "postgres.log"))
     try:
